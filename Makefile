@@ -1,0 +1,35 @@
+# `make run` serves the service, `make test` runs the whole suite; both install what they need first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+WORKERS ?= 2
+FLASK  := $(BIN)/flask --app app
+
+.PHONY: install run dev test upgrade clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+upgrade: install
+	$(FLASK) db upgrade
+
+run: upgrade
+	@$(FLASK) keys bootstrap --base-url http://$(HOST):$(PORT)
+	$(BIN)/gunicorn --bind $(HOST):$(PORT) --workers $(WORKERS) app:app
+
+dev: upgrade
+	$(FLASK) run --debug --host $(HOST) --port $(PORT)
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,3 @@
+from identity import create_app
+
+app = create_app()

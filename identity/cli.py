@@ -1,0 +1,79 @@
+"""`flask keys ...`: issue, list and revoke API keys."""
+
+import click
+from flask.cli import with_appcontext
+
+from . import service
+
+
+@click.group()
+def keys():
+    """Issue, list and revoke API keys."""
+
+
+@keys.command("create")
+@click.option("--wallet", required=True, help="Ethereum address of the key's user.")
+@click.option("--role", type=click.Choice(service.ROLES), default=None, help="Role of a new user (default User), or the new role of a known one.")
+@with_appcontext
+def create_key(wallet, role):
+    """Issue a key; it is printed once, alone on the last line."""
+    try:
+        key, api_key = service.issue_key(wallet, role)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--wallet") from None
+    click.echo(f"Issued key {api_key.id} for {api_key.user.wallet} ({api_key.user.role}). It is shown once; store it now.", err=True)
+    click.echo(key)
+
+
+@keys.command("list")
+@with_appcontext
+def list_keys():
+    """List keys without their secrets."""
+    rows = service.list_keys()
+    click.echo(f"{'id':36}  {'hint':9}  {'wallet':42}  {'role':5}  {'created_at':27}  revoked_at")
+    for api_key in rows:
+        revoked = api_key.revoked_at.strftime("%Y-%m-%dT%H:%M:%SZ") if api_key.revoked_at else "-"
+        click.echo(
+            f"{api_key.id:36}  {api_key.hint:9}  {api_key.user.wallet:42}  {api_key.user.role:5}  "
+            f"{api_key.created_at.strftime('%Y-%m-%dT%H:%M:%SZ'):27}  {revoked}"
+        )
+
+
+@keys.command("revoke")
+@click.argument("key_id", required=False)
+@click.option("--wallet", help="Revoke every live key of this wallet instead.")
+@with_appcontext
+def revoke_key(key_id, wallet):
+    """Revoke a key by its id (see `keys list`), or all keys of --wallet."""
+    if (key_id is None) == (wallet is None):
+        raise click.UsageError("Give a KEY_ID or --wallet, not both and not neither.")
+    try:
+        count = service.revoke_key(key_id=key_id, wallet=wallet)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--wallet") from None
+    if count == 0:
+        raise click.ClickException("No live key matched.")
+    click.echo(f"Revoked {count} key{'s' if count != 1 else ''}.")
+
+
+DEVELOPMENT_WALLET = "0x1111111111111111111111111111111111111111"
+
+
+@keys.command("bootstrap")
+@click.option("--wallet", default=DEVELOPMENT_WALLET, show_default=True, help="Wallet of the first key.")
+@click.option("--base-url", default="http://127.0.0.1:8000", show_default=True, help="Where the service answers.")
+@with_appcontext
+def bootstrap_key(wallet, base_url):
+    """On a database with no keys, issue a first Admin key and show how to use it; else do nothing."""
+    if service.list_keys():
+        click.echo("Keys exist already: `flask --app app keys create --wallet ADDRESS` issues another.", err=True)
+        return
+    key, _ = service.issue_key(wallet, "Admin")
+    click.echo(
+        "\nA development Admin key was issued. It is shown once; keep it.\n"
+        "Try it:\n\n"
+        f"  curl -s -X POST {base_url}/identity -H 'x-api-key: {key}' "
+        "-H 'Content-Type: application/json' -d '{\"display_name\": \"Hello\"}'\n",
+        err=True,
+    )
+    click.echo(key)

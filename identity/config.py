@@ -1,0 +1,40 @@
+"""Settings, read once from the environment when the app is built."""
+
+import os
+import re
+
+NAMESPACE_PATTERN = re.compile(r"[a-z0-9]+")
+
+
+def _int(environ, name, default):
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, not {raw!r}") from None
+
+
+def settings_from_env(environ=None):
+    """Return the Flask config mapping that the environment asks for."""
+    environ = os.environ if environ is None else environ
+    namespace = environ.get("IDENTITY_DID_NAMESPACE") or "identity"
+    if not NAMESPACE_PATTERN.fullmatch(namespace):
+        raise ValueError("IDENTITY_DID_NAMESPACE must be lower-case letters and digits")
+    return {
+        # A relative SQLite path is resolved by Flask-SQLAlchemy inside the instance folder.
+        "SQLALCHEMY_DATABASE_URI": environ.get("DATABASE_URL") or "sqlite:///identity.db",
+        "IDENTITY_DID_NAMESPACE": namespace,
+        # Werkzeug refuses a larger body from its Content-Length, before reading it.
+        "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),
+        "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
+        "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
+        "API_TITLE": "Identity service",
+        "API_VERSION": "1.0.0",
+        "OPENAPI_VERSION": "3.1.0",
+        "OPENAPI_URL_PREFIX": "/",
+        "OPENAPI_JSON_PATH": "openapi.json",
+        "SQLALCHEMY_TRACK_MODIFICATIONS": False,
+        "JSON_SORT_KEYS": False,
+    }

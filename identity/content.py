@@ -1,0 +1,128 @@
+"""Content addressing: canonical bytes, CID, DID and keccak hash of an identity's content."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import rfc8785
+from eth_hash.auto import keccak
+
+CONTENT_FIELDS = ("display_name", "description", "image", "external_reference")
+DEFAULT_NAMESPACE = "identity"
+
+# CIDv1 (0x01), codec raw (0x55), multihash sha2-256 (0x12) of 32 bytes (0x20):
+# every content_id we make starts with these bytes, so they are prepended, not encoded.
+_CID_PREFIX = bytes((0x01, 0x55, 0x12, 0x20))
+_CID_BYTES = len(_CID_PREFIX) + 32
+_MULTIBASE_BASE32 = "b"
+
+# fullmatch with explicit ASCII ranges: `$` would also accept a trailing "\n".
+_NAMESPACE = re.compile(r"[a-z0-9]+")
+# 36 bytes are 58 base32 characters; the fixed prefix bytes always encode to "afkrei".
+_IDENTITY_ID = re.compile(r"did:([a-z0-9]+):ipfs:(bafkrei[a-z2-7]{52})")
+_IPFS_URI_PREFIX = b"ipfs://"
+
+
+def normalize_text(value: str) -> str:
+    """Return value in Unicode NFC with leading and trailing white space removed."""
+    # The contract fixes this order; ids made elsewhere depend on it.
+    return unicodedata.normalize("NFC", value).strip()
+
+
+def content_of(fields: Mapping[str, object]) -> dict[str, str]:
+    """Return the normalized content fields that fields gives with a non-null value."""
+    content = {}
+    for name in CONTENT_FIELDS:
+        value = fields.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+        content[name] = normalize_text(value)
+    return content
+
+
+def canonical_bytes(content: Mapping[str, str]) -> bytes:
+    """Return the RFC 8785 (JCS) UTF-8 serialization of content."""
+    # rfc8785 accepts only a real dict, not any Mapping.
+    return rfc8785.dumps(dict(content))
+
+
+def _encode_cid(digest: bytes) -> str:
+    # RFC 4648 base32 pads 36 bytes with six "="; multibase base32 has no padding.
+    return _MULTIBASE_BASE32 + base64.b32encode(_CID_PREFIX + digest).decode("ascii").lower().rstrip("=")
+
+
+def content_id_of(data: bytes) -> str:
+    """Return the CIDv1 (raw, sha2-256, base32 lower) of data."""
+    return _encode_cid(hashlib.sha256(data).digest())
+
+
+def _is_content_id(content_id: str) -> bool:
+    if len(content_id) != 59 or not content_id.startswith("bafkrei"):
+        return False
+    try:
+        raw = base64.b32decode(content_id[1:].upper() + "======")
+    except (binascii.Error, ValueError):
+        return False
+    # Re-encoding rejects spare low bits in the last character, so each CID has one spelling.
+    return len(raw) == _CID_BYTES and raw.startswith(_CID_PREFIX) and _encode_cid(raw[4:]) == content_id
+
+
+def identity_id_of(content_id: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """Return the DID did:<namespace>:ipfs:<content_id>."""
+    if not _NAMESPACE.fullmatch(namespace):
+        raise ValueError(f"namespace must be lower-case ASCII letters and digits, not {namespace!r}")
+    # Checked so that every id made here is one that parse_identity_id accepts.
+    if not _is_content_id(content_id):
+        raise ValueError(f"not a CIDv1 raw sha2-256 base32 content id: {content_id!r}")
+    return f"did:{namespace}:ipfs:{content_id}"
+
+
+def identity_hash_of(content_id: str) -> str:
+    """Return 0x + hex keccak-256 of the UTF-8 bytes of ipfs://<content_id>."""
+    return "0x" + keccak(_IPFS_URI_PREFIX + content_id.encode("utf-8")).hex()
+
+
+def parse_identity_id(identity_id: str) -> tuple[str, str] | None:
+    """Return (namespace, content_id) of a well-formed identity id, else None."""
+    if not isinstance(identity_id, str):
+        return None
+    match = _IDENTITY_ID.fullmatch(identity_id)
+    if match is None or not _is_content_id(match.group(2)):
+        return None
+    return match.group(1), match.group(2)
+
+
+@dataclass(frozen=True)
+class ContentAddress:
+    """The content of an identity and every address derived from it."""
+
+    content: dict
+    canonical: bytes
+    content_id: str
+    identity_id: str
+    identity_hash: str
+
+
+def address(fields: Mapping[str, object], namespace: str = DEFAULT_NAMESPACE) -> ContentAddress:
+    """Return the content, canonical bytes, CID, DID and keccak hash of fields."""
+    if not _NAMESPACE.fullmatch(namespace):
+        raise ValueError(f"namespace must be lower-case ASCII letters and digits, not {namespace!r}")
+    content = content_of(fields)
+    canonical = canonical_bytes(content)
+    content_id = content_id_of(canonical)
+    # The CID was just made here, so identity_id_of's re-validation would be wasted work.
+    return ContentAddress(
+        content=content,
+        canonical=canonical,
+        content_id=content_id,
+        identity_id=f"did:{namespace}:ipfs:{content_id}",
+        identity_hash=identity_hash_of(content_id),
+    )

@@ -1,0 +1,120 @@
+"""Every error leaves as RFC 9457 problem details; this module is the only place that shapes them."""
+
+import logging
+
+import flask_smorest
+from flask import current_app, g, json
+from sqlalchemy.exc import InterfaceError, OperationalError
+from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
+
+PROBLEM_MIMETYPE = "application/problem+json"
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """A refusal of the service's own rules, independent of HTTP plumbing."""
+
+    status = 400
+
+    def __init__(self, detail, **extra):
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+
+class Forbidden(ServiceError):
+    status = 403
+
+
+class IdentityExists(ServiceError):
+    status = 409
+
+    def __init__(self, identity_id):
+        super().__init__("An identity with this content already exists.", identity_id=identity_id)
+        self.identity_id = identity_id
+
+
+def problem(status, detail=None, headers=None, **extra):
+    """Build a problem+json response."""
+    body = {
+        "type": "about:blank",
+        "title": HTTP_STATUS_CODES.get(status, "Error"),
+        "status": status,
+        "detail": detail or HTTP_STATUS_CODES.get(status, "Error"),
+    }
+    body.update(extra)
+    response = current_app.response_class(
+        json.dumps(body), status=status, mimetype=PROBLEM_MIMETYPE
+    )
+    if headers:
+        response.headers.extend(headers)
+    return response
+
+
+def _flatten_messages(messages):
+    """webargs nests messages under the location ({"json": {...}}); clients want field -> list."""
+    if not isinstance(messages, dict):
+        return {"_schema": [str(messages)]}
+    if set(messages) <= {"json", "view_args", "query", "headers"}:
+        merged = {}
+        for value in messages.values():
+            merged.update(_flatten_messages(value))
+        return merged
+    flat = {}
+    for field, value in (messages or {}).items():
+        if isinstance(value, dict):
+            flat[field] = [m for msgs in _flatten_messages(value).values() for m in msgs]
+        elif isinstance(value, list):
+            flat[field] = [str(m) for m in value]
+        else:
+            flat[field] = [str(value)]
+    return flat
+
+
+class ProblemApi(flask_smorest.Api):
+    """flask-smorest's Api, answering every HTTP error as problem details."""
+
+    def handle_http_exception(self, error):
+        status = error.code or 500
+        headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]
+        data = getattr(error, "data", None) or {}
+        headers.extend((data.get("headers") or {}).items())
+        extra = {}
+        detail = error.description
+        if status >= 500:
+            extra["request_id"] = g.get("request_id")
+            detail = "The service failed to handle this request. Quote the request_id when reporting it."
+        elif status == 422:
+            errors = extra["errors"] = _flatten_messages(data.get("messages"))
+            named = sorted(field for field in errors if field != "_schema")
+            detail = "The body must be a JSON object." if "_schema" in errors else ""
+            if named:
+                detail = (detail + " Invalid fields: " + ", ".join(named) + ".").strip()
+        elif data.get("message"):
+            detail = data["message"]
+        return problem(status, detail, headers, **extra)
+
+
+def handle_service_error(error):
+    return problem(error.status, error.detail, **error.extra)
+
+
+def handle_identity_exists(error):
+    return problem(
+        409, error.detail, headers={"Location": f"/identity/{error.identity_id}"}, identity_id=error.identity_id
+    )
+
+
+def handle_database_unavailable(error):
+    log.warning("database unavailable: %s", type(error).__name__)
+    return problem(503, "The database does not answer; try again shortly.", headers={"Retry-After": "1"})
+
+
+def register_error_handlers(app):
+    app.register_error_handler(ServiceError, handle_service_error)
+    app.register_error_handler(IdentityExists, handle_identity_exists)
+    # A lost connection, a locked or unreachable database: the request may be retried as it is.
+    app.register_error_handler(OperationalError, handle_database_unavailable)
+    app.register_error_handler(InterfaceError, handle_database_unavailable)

@@ -1,0 +1,59 @@
+"""The Flask extensions, created unbound so the factory can bind them to any app."""
+
+from contextlib import contextmanager
+
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import event
+from sqlalchemy.orm import DeclarativeBase
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+# Objects stay readable after commit: a view serializes what it just wrote without a reload.
+db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
+migrate = Migrate()
+
+_WRITE = "identity_write"
+
+
+def tune_sqlite(engine, busy_timeout_ms):
+    """WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE for write transactions."""
+
+    @event.listens_for(engine, "connect")
+    def on_connect(dbapi_connection, _record):
+        # Take transaction control from pysqlite so the "begin" hook below decides how to begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        # In WAL mode NORMAL loses nothing when processes die, only on power loss.
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def on_begin(connection):
+        # A deferred transaction that later writes can fail at once with SQLITE_BUSY;
+        # taking the write lock up front makes writers queue on the busy timeout instead.
+        if connection.get_execution_options().get(_WRITE):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+
+@contextmanager
+def write_transaction():
+    """A session transaction that holds the database's write lock from its first statement."""
+    session = db.session()
+    if session.in_transaction():
+        session.commit()
+    session.connection(execution_options={_WRITE: True})
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise

@@ -1,0 +1,121 @@
+"""The database tables: users, their API keys, and identities."""
+
+import uuid
+from datetime import datetime, timezone
+
+from sqlalchemy import ForeignKey, Numeric, String, Text, types
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .extensions import db
+
+MAX_UINT256 = 2**256 - 1
+
+
+class UInt256(types.TypeDecorator):
+    """An exact unsigned integer up to 2**256 - 1: NUMERIC(78, 0) where the database has it,
+    a decimal string on SQLite (whose NUMERIC falls back to a lossy float past 64 bits)."""
+
+    impl = Numeric(78, 0)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(78))
+        return dialect.type_descriptor(Numeric(78, 0, asdecimal=True))
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        value = int(value)
+        if not 0 <= value <= MAX_UINT256:
+            raise ValueError("value is outside 0 .. 2**256 - 1")
+        return str(value) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else int(value)
+
+
+class UTCDateTime(types.TypeDecorator):
+    """A timestamp stored in UTC and always read back timezone-aware."""
+
+    impl = types.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(timezone.utc)
+            if dialect.name == "sqlite":
+                value = value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None:
+            value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value
+
+
+def utcnow():
+    return datetime.now(timezone.utc)
+
+
+def new_id():
+    return str(uuid.uuid4())
+
+
+class User(db.Model):
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    wallet: Mapped[str] = mapped_column(String(42), unique=True)
+    role: Mapped[str] = mapped_column(String(16), default="User")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_login: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    keys: Mapped[list["ApiKey"]] = relationship(back_populates="user")
+
+
+class ApiKey(db.Model):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    # Only the SHA-256 of the key is kept; the lookup by hash is what makes comparison timing-safe.
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # The first characters, enough to tell keys apart in `keys list` without revealing them.
+    hint: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    user: Mapped[User] = relationship(back_populates="keys", lazy="joined")
+
+
+class Identity(db.Model):
+    __tablename__ = "identities"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    identity_id: Mapped[str] = mapped_column(String(128), unique=True)
+    # The same content is one identity, whatever DID namespace it was created under.
+    content_id: Mapped[str] = mapped_column(String(64), unique=True)
+    identity_hash: Mapped[str] = mapped_column(String(66))
+    vault_id: Mapped[int] = mapped_column(UInt256, default=0)
+    display_name: Mapped[str] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    image: Mapped[str | None] = mapped_column(Text, nullable=True)
+    external_reference: Mapped[str | None] = mapped_column(Text, nullable=True)
+    corpora_id: Mapped[str | None] = mapped_column(Text, nullable=True)
+    semantic: Mapped[str | None] = mapped_column(Text, nullable=True)
+    creator_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    num_positions: Mapped[int] = mapped_column(types.BigInteger, default=0)
+    assets_sum: Mapped[int] = mapped_column(UInt256, default=0)
+    conviction_sum: Mapped[int] = mapped_column(UInt256, default=0)
+    conviction_price: Mapped[int] = mapped_column(UInt256, default=0)
+    status: Mapped[str] = mapped_column(String(32), default="complete")
+    is_user: Mapped[bool] = mapped_column(default=False)
+    user_conviction: Mapped[int] = mapped_column(UInt256, default=0)
+    user_conviction_value: Mapped[int] = mapped_column(UInt256, default=0)
+
+    creator: Mapped[User] = relationship(lazy="joined")
+

@@ -1,0 +1,107 @@
+"""The service's operations, shared by the HTTP views, the CLI and the Python API."""
+
+from flask import current_app
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from . import content
+from .auth import new_api_key
+from .errors import Forbidden, IdentityExists
+from .extensions import db, write_transaction
+from .models import ApiKey, Identity, User, utcnow
+from .wallets import checksum_wallet
+
+ROLES = ("User", "Admin")
+
+
+def get_identity(identity_id):
+    """The Identity with this identity_id, or None."""
+    identity = db.session.execute(select(Identity).where(Identity.identity_id == identity_id)).scalar_one_or_none()
+    db.session.commit()
+    return identity
+
+
+def create_identity(fields, caller):
+    """Create an off-chain Identity from validated `fields` on behalf of `caller`.
+
+    Raises Forbidden when a User key names another creator, IdentityExists for known content.
+    """
+    creator = fields.get("creator") or caller.wallet
+    if caller.role != "Admin" and creator != caller.wallet:
+        raise Forbidden("A User key may create identities only with its own wallet as creator.")
+    address = content.address(fields, current_app.config["IDENTITY_DID_NAMESPACE"])
+    try:
+        with write_transaction() as session:
+            _refuse_known_content(session, address.content_id)
+            user = session.execute(select(User).where(User.wallet == creator)).scalar_one_or_none()
+            if user is None:
+                user = User(wallet=creator, role="User")
+                session.add(user)
+            now = utcnow()
+            identity = Identity(
+                identity_id=address.identity_id,
+                content_id=address.content_id,
+                identity_hash=address.identity_hash,
+                creator=user,
+                created_at=now,
+                updated_at=now,
+                **{name: address.content.get(name) for name in content.CONTENT_FIELDS},
+            )
+            session.add(identity)
+    except IntegrityError:
+        # Another writer stored the same content between our check and our insert.
+        _refuse_known_content(db.session, address.content_id)
+        raise
+    return identity
+
+
+def _refuse_known_content(session, content_id):
+    existing = session.execute(select(Identity.identity_id).where(Identity.content_id == content_id)).scalar()
+    if existing is not None:
+        raise IdentityExists(existing)
+
+
+def issue_key(wallet, role=None):
+    """Issue a key for `wallet`; returns (plaintext key, ApiKey).
+
+    A new wallet becomes a user with `role` (default User); for a known one, a given role replaces its role.
+    """
+    if role is not None and role not in ROLES:
+        raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
+    wallet = checksum_wallet(wallet)
+    key, key_hash = new_api_key()
+    with write_transaction() as session:
+        user = session.execute(select(User).where(User.wallet == wallet)).scalar_one_or_none()
+        if user is None:
+            user = User(wallet=wallet, role=role or "User")
+            session.add(user)
+        elif role is not None and user.role != role:
+            user.role = role
+            user.updated_at = utcnow()
+        api_key = ApiKey(user=user, key_hash=key_hash, hint=key[:9])
+        session.add(api_key)
+    return key, api_key
+
+
+def list_keys():
+    """Every key, newest first, with its user; never the secret."""
+    keys = db.session.execute(select(ApiKey).order_by(ApiKey.created_at.desc())).scalars().all()
+    db.session.commit()
+    return keys
+
+
+def revoke_key(key_id=None, wallet=None):
+    """Revoke one key by id, or every live key of a wallet; returns how many were revoked."""
+    if (key_id is None) == (wallet is None):
+        raise ValueError("Name either a key id or a wallet.")
+    with write_transaction() as session:
+        query = select(ApiKey).where(ApiKey.revoked_at.is_(None))
+        if key_id is not None:
+            query = query.where(ApiKey.id == key_id)
+        else:
+            query = query.join(User).where(User.wallet == checksum_wallet(wallet))
+        keys = session.execute(query).scalars().all()
+        now = utcnow()
+        for api_key in keys:
+            api_key.revoked_at = now
+    return len(keys)

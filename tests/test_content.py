@@ -252,7 +252,10 @@ def test_identity_id_rejects_a_namespace_outside_lower_case_ascii_letters_and_di
         address({"display_name": "x"}, namespace)
 
 
-@pytest.mark.parametrize("content_id", ["", "bafkrei", EMPTY_BYTES_CID.upper(), EMPTY_BYTES_CID + "a"])
+@pytest.mark.parametrize(
+    "content_id",
+    ["", "bafkrei", EMPTY_BYTES_CID.upper(), EMPTY_BYTES_CID + "a", EMPTY_BYTES_CID[:-1] + "v", "bafkrei" + "7" * 52],
+)
 def test_identity_id_rejects_something_that_is_not_a_content_id(content_id):
     with pytest.raises(ValueError):
         identity_id_of(content_id)

@@ -1,0 +1,130 @@
+"""x-api-key: who gets in, what a refusal looks like, and what is kept of a key."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from identity import service
+from identity.extensions import db
+from identity.models import ApiKey, User, utcnow
+from tests.conftest import USER_WALLET
+
+ROUTES = [("GET", "/identity/did:identity:ipfs:x"), ("GET", "/identities/x"), ("POST", "/identity"), ("POST", "/identities")]
+
+
+def call(client, method, path, key=None):
+    headers = {} if key is None else {"x-api-key": key}
+    return client.open(path, method=method, json={"display_name": "x"}, headers=headers)
+
+
+def refusal(response):
+    assert response.status_code == 401
+    assert response.mimetype == "application/problem+json"
+    assert response.headers["WWW-Authenticate"] == 'ApiKey header="x-api-key"'
+    return response.get_json()
+
+
+@pytest.mark.parametrize("method, path", ROUTES)
+def test_missing_unknown_and_revoked_keys_get_the_same_401(app, client, user_key, method, path):
+    with app.app_context():
+        service.revoke_key(wallet=USER_WALLET)
+    missing = refusal(call(client, method, path))
+    unknown = refusal(call(client, method, path, "idsk_" + "A" * 43))
+    revoked = refusal(call(client, method, path, user_key))
+    empty = refusal(call(client, method, path, ""))
+    assert missing == unknown == revoked == empty
+
+
+@pytest.mark.parametrize("key", ["x" * 10_000, "idsk_\u00e9t\u00e9", "Bearer idsk_abc"])
+def test_odd_keys_are_401_not_errors(client, key):
+    response = client.get("/identity/x", headers={"x-api-key": key.encode("utf-8").decode("latin-1")})
+    refusal(response)
+
+
+def test_a_refusal_never_echoes_the_key(client):
+    key = "idsk_" + "S" * 43
+    response = call(client, "POST", "/identity", key)
+    assert key not in response.get_data(as_text=True)
+    assert all(key not in value for _, value in response.headers.items())
+
+
+def test_health_routes_need_no_key(client):
+    for path in ("/healthz", "/readyz"):
+        response = client.get(path)
+        assert response.status_code == 200
+        assert response.get_json() == {"status": "ok"}
+
+
+def test_keys_have_a_greppable_prefix_and_256_bits(app):
+    with app.app_context():
+        keys = {service.issue_key(USER_WALLET)[0] for _ in range(20)}
+    assert len(keys) == 20
+    for key in keys:
+        assert re.fullmatch(r"idsk_[A-Za-z0-9_-]{43}", key)  # 43 base64url characters carry 256 bits
+
+
+def test_only_the_sha256_of_a_key_is_stored(app, database_path, user_key):
+    import hashlib
+
+    with app.app_context():
+        stored = db.session.execute(select(ApiKey.key_hash)).scalars().all()
+    assert hashlib.sha256(user_key.encode()).hexdigest() in stored
+    assert user_key.encode() not in database_path.read_bytes()
+
+
+def test_last_login_is_written_on_first_use(app, client, user_key):
+    with app.app_context():
+        before = db.session.execute(select(User.last_login).where(User.wallet == USER_WALLET)).scalar()
+    assert before is None
+    client.get("/identity/x", headers={"x-api-key": user_key})
+    with app.app_context():
+        after = db.session.execute(select(User.last_login).where(User.wallet == USER_WALLET)).scalar()
+    assert after is not None and abs(utcnow() - after) < timedelta(seconds=5)
+
+
+def test_last_login_is_written_at_most_once_a_minute(app, client, user_key):
+    def last_login():
+        with app.app_context():
+            return db.session.execute(select(User.last_login).where(User.wallet == USER_WALLET)).scalar()
+
+    client.get("/identity/x", headers={"x-api-key": user_key})
+    first = last_login()
+    for _ in range(3):
+        client.get("/identity/x", headers={"x-api-key": user_key})
+    assert last_login() == first
+
+    with app.app_context():
+        db.session.execute(update(User).values(last_login=first - timedelta(seconds=61)))
+        db.session.commit()
+    client.get("/identity/x", headers={"x-api-key": user_key})
+    assert last_login() > first
+
+
+def test_reads_within_the_interval_do_not_write(app, client, user_key):
+    from sqlalchemy import event
+
+    client.get("/identity/x", headers={"x-api-key": user_key})
+    statements = []
+    with app.app_context():
+        engine = db.engine
+
+    def record(conn, cursor, statement, *args):
+        statements.append(statement.split()[0].upper())
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        for _ in range(5):
+            assert client.get("/identity/x", headers={"x-api-key": user_key}).status_code == 404
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert "SELECT" in statements
+    assert not {"UPDATE", "INSERT", "DELETE"} & set(statements)
+
+
+def test_key_of_a_revoked_wallet_stops_working_at_once(app, client, user_key):
+    assert call(client, "POST", "/identity", user_key).status_code == 201
+    with app.app_context():
+        assert service.revoke_key(wallet=USER_WALLET) == 1
+    refusal(call(client, "POST", "/identity", user_key))

@@ -1,0 +1,90 @@
+"""Routing errors, server errors and an unreachable database, all as problem details."""
+
+import pytest
+
+from tests.conftest import make_app
+
+
+def test_unknown_path_is_404_problem(client):
+    response = client.get("/no/such/route")
+    assert response.status_code == 404
+    assert response.mimetype == "application/problem+json"
+    assert response.get_json()["title"] == "Not Found"
+
+
+@pytest.mark.parametrize(
+    "method, path, allowed",
+    [
+        ("DELETE", "/identity", {"POST", "OPTIONS"}),
+        ("PUT", "/identities", {"POST", "OPTIONS"}),
+        ("POST", "/identity/did:identity:ipfs:x", {"GET", "HEAD", "OPTIONS"}),
+        ("PATCH", "/identities/x", {"GET", "HEAD", "OPTIONS"}),
+        ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),
+    ],
+)
+def test_wrong_method_is_405_with_allow(client, method, path, allowed):
+    response = client.open(path, method=method)
+    assert response.status_code == 405
+    assert response.mimetype == "application/problem+json"
+    assert {m.strip() for m in response.headers["Allow"].split(",")} == allowed
+
+
+@pytest.fixture
+def failing_app(database_path):
+    app = make_app(database_path, TESTING=False)
+
+    @app.route("/boom")
+    def boom():
+        raise RuntimeError("secret internals: SELECT * FROM api_keys")
+
+    return app
+
+
+def test_unexpected_failure_is_500_problem_with_request_id_only(failing_app):
+    response = failing_app.test_client().get("/boom", headers={"X-Request-ID": "trace-me-123"})
+    assert response.status_code == 500
+    assert response.mimetype == "application/problem+json"
+    body = response.get_json()
+    assert body["request_id"] == "trace-me-123"
+    text = response.get_data(as_text=True)
+    assert "secret" not in text and "SELECT" not in text and "Traceback" not in text
+
+
+def test_request_id_is_echoed_when_safe(client):
+    assert client.get("/healthz", headers={"X-Request-ID": "abc-123"}).headers["X-Request-ID"] == "abc-123"
+
+
+@pytest.mark.parametrize("unsafe", ["has space", "x" * 200, "tab\there", "caf\u00e9"])
+def test_unsafe_request_id_is_replaced(client, unsafe):
+    sent = unsafe.encode("utf-8").decode("latin-1")
+    returned = client.get("/healthz", headers={"X-Request-ID": sent}).headers["X-Request-ID"]
+    assert returned != sent and len(returned) == 32
+
+
+def test_request_id_is_generated_when_absent(client):
+    first = client.get("/healthz").headers["X-Request-ID"]
+    second = client.get("/healthz").headers["X-Request-ID"]
+    assert first != second and len(first) == 32
+
+
+@pytest.fixture
+def unreachable_app(tmp_path):
+    # A database file in a folder that does not exist cannot be opened.
+    return make_app(tmp_path / "missing" / "identity.db")
+
+
+def test_readyz_is_503_when_the_database_does_not_answer(unreachable_app):
+    response = unreachable_app.test_client().get("/readyz")
+    assert response.status_code == 503
+    assert response.mimetype == "application/problem+json"
+    assert "Traceback" not in response.get_data(as_text=True)
+
+
+def test_healthz_is_200_even_when_the_database_does_not_answer(unreachable_app):
+    assert unreachable_app.test_client().get("/healthz").status_code == 200
+
+
+def test_api_routes_are_503_when_the_database_does_not_answer(unreachable_app):
+    response = unreachable_app.test_client().get("/identity/x", headers={"x-api-key": "idsk_whatever"})
+    assert response.status_code == 503
+    assert response.headers["Retry-After"]

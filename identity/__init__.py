@@ -15,6 +15,7 @@ MIGRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "migration
 def create_app(config=None):
     """Build the app: settings from the environment, then `config` (a mapping) on top."""
     app = Flask(__name__, instance_relative_config=True)
+    app.json.sort_keys = False  # keep the contract's field order in responses
     app.config.from_mapping(settings_from_env())
     if config:
         app.config.update(config)

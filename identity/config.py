@@ -36,5 +36,4 @@ def settings_from_env(environ=None):
         "OPENAPI_URL_PREFIX": "/",
         "OPENAPI_JSON_PATH": "openapi.json",
         "SQLALCHEMY_TRACK_MODIFICATIONS": False,
-        "JSON_SORT_KEYS": False,
     }

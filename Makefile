@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 2
 FLASK  := $(BIN)/flask --app app
 
-.PHONY: install run dev test upgrade clean
+.PHONY: install run dev test lint upgrade clean
 
 install: $(VENV)/.installed
 
@@ -28,8 +28,11 @@ run: upgrade
 dev: upgrade
 	$(FLASK) run --debug --host $(HOST) --port $(PORT)
 
-test: install
+test: install lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -5,7 +5,6 @@ import logging
 import flask_smorest
 from flask import current_app, g, json
 from sqlalchemy.exc import InterfaceError, OperationalError
-from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
 PROBLEM_MIMETYPE = "application/problem+json"

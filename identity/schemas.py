@@ -1,7 +1,7 @@
 """marshmallow schemas: the same classes parse bodies, shape responses and write the OpenAPI document."""
 
 import unicodedata
-from datetime import timezone
+from datetime import UTC
 from urllib.parse import urlsplit
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
@@ -86,7 +86,7 @@ class Timestamp(fields.DateTime):
         if value is None:
             return None
         if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc)
+            value = value.astimezone(UTC)
         return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

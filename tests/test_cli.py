@@ -97,9 +97,10 @@ def test_keys_bootstrap_issues_a_first_admin_key_only_once(runner, client):
 
 
 def test_db_upgrade_creates_the_schema(tmp_path):
+    from sqlalchemy import inspect
+
     from identity import create_app
     from identity.extensions import db
-    from sqlalchemy import inspect
 
     app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"})
     result = app.test_cli_runner().invoke(args=["db", "upgrade"])

@@ -162,8 +162,8 @@ def test_oversized_body_is_refused_before_it_is_read(client, user_key):
 
 
 def test_body_limit_is_a_setting(app_config, database_path, issue_key):
-    from tests.conftest import make_app
     from identity import service
+    from tests.conftest import make_app
 
     app = make_app(database_path, MAX_CONTENT_LENGTH=100)
     with app.app_context():

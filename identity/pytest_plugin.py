@@ -88,16 +88,20 @@ def identity_api_key(identity_app):
 
 @contextmanager
 def _logging_left_as_it_was():
-    # Alembic's env.py configures logging from alembic.ini (root level, a stderr handler), which
-    # is right for `flask db upgrade` but must not change how the test run logs.
-    loggers = [logging.getLogger()] + [
-        logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)
-    ]
-    saved = [(logger, logger.level, list(logger.handlers), logger.propagate, logger.disabled) for logger in loggers]
+    # Alembic's env.py configures logging from alembic.ini (root level, a stderr handler, levels of
+    # loggers it may create), which is right for `flask db upgrade` but must not change how the test
+    # run logs: every logger is put back as it was, or as new if it did not exist.
+    def loggers():
+        return [logging.getLogger()] + [
+            logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)
+        ]
+
+    saved = {logger: (logger.level, list(logger.handlers), logger.propagate, logger.disabled) for logger in loggers()}
     try:
         yield
     finally:
-        for logger, level, handlers, propagate, disabled in saved:
+        for logger in loggers():
+            level, handlers, propagate, disabled = saved.get(logger, (logging.NOTSET, [], True, False))
             logger.setLevel(level)
             logger.handlers[:] = handlers
             logger.propagate = propagate

@@ -6,6 +6,9 @@ from flask_migrate import upgrade
 from identity import create_app, service
 from identity.extensions import db
 
+# pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py).
+pytest_plugins = ["pytester"]
+
 ADMIN_WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 USER_WALLET = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
 OTHER_WALLET = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"

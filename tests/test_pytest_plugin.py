@@ -1,10 +1,9 @@
-"""The pytest plugin, used as an outside project uses it: a test folder with no conftest.py, run by pytest
-in a fresh process that finds the plugin through the installed package's entry point."""
+"""The pytest plugin, used as an outside project uses it: a test folder with no conftest.py, where
+pytest finds the plugin through the installed package's entry point."""
 
 import re
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [ROOT / "examples" / "test_with_identity_fixtures.py", ROOT / "examples" / "test_seeding_and_settings.py"]
@@ -180,7 +179,7 @@ def test_an_unused_plugin_imports_nothing_and_leaves_logging_alone(pytester):
             assert logging.getLogger("sqlalchemy.engine").level == logging.NOTSET
         """,
     )
-    # A fresh interpreter: this one has long imported the service and run Alembic's logging setup.
+    # A fresh interpreter: this one imported Flask long ago.
     run_fresh(pytester).assert_outcomes(passed=3)
 
 

@@ -2,18 +2,23 @@
 
 import os
 
-from flask import Flask
-
-from . import request_id
-from .config import settings_from_env
-from .errors import ProblemApi, register_error_handlers
-from .extensions import db, migrate, tune_sqlite
-
 MIGRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "migrations")
 
 
 def create_app(config=None):
     """Build the app: settings from the environment, then `config` (a mapping) on top."""
+    # Imported here rather than at the top: the package's pytest plugin (identity.pytest_plugin) is
+    # loaded by every pytest run in an environment that has the package installed, and a run that
+    # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
+    from flask import Flask
+
+    from . import request_id
+    from .api import blp
+    from .cli import keys
+    from .config import settings_from_env
+    from .errors import ProblemApi, register_error_handlers
+    from .extensions import db, migrate, tune_sqlite
+
     app = Flask(__name__, instance_relative_config=True)
     app.json.sort_keys = False  # keep the contract's field order in responses
     app.config.from_mapping(settings_from_env())
@@ -27,9 +32,6 @@ def create_app(config=None):
         if db.engine.dialect.name == "sqlite":
             tune_sqlite(db.engine, app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"])
     migrate.init_app(app, db, directory=MIGRATIONS)
-
-    from .api import blp
-    from .cli import keys
 
     api = ProblemApi(app)
     api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": "x-api-key"})

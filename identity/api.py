@@ -10,7 +10,7 @@ from webargs.flaskparser import FlaskParser, abort
 from . import service
 from .auth import auth, current_caller
 from .extensions import db
-from .schemas import IdentityCreateSchema, IdentitySchema, ProblemSchema, StatusSchema
+from .schemas import ProblemSchema, StatusSchema, identity_create_schema, identity_schema
 
 
 def _refuse_constant(name):
@@ -55,7 +55,7 @@ API_KEY = [{"ApiKeyAuth": []}]
 @blp.route("/identities/<identity_id>", endpoint="get_identity_plural")
 @auth.login_required
 @blp.doc(security=API_KEY)
-@blp.response(200, IdentitySchema)
+@blp.response(200, identity_schema)
 @blp.alt_response(401, schema=ProblemSchema, description="Missing, unknown or revoked API key.")
 @blp.alt_response(404, schema=ProblemSchema, description="No Identity exists for the provided id.")
 def get_identity(identity_id):
@@ -70,8 +70,8 @@ def get_identity(identity_id):
 @blp.route("/identities", methods=["POST"], endpoint="create_identity_plural")
 @auth.login_required
 @blp.doc(security=API_KEY)
-@blp.arguments(IdentityCreateSchema)
-@blp.response(201, IdentitySchema, headers={"Location": {"description": "/identity/<identity_id>", "schema": {"type": "string"}}})
+@blp.arguments(identity_create_schema)
+@blp.response(201, identity_schema, headers={"Location": {"description": "/identity/<identity_id>", "schema": {"type": "string"}}})
 @blp.alt_response(400, schema=ProblemSchema, description="The body is not valid JSON or not UTF-8.")
 @blp.alt_response(401, schema=ProblemSchema, description="Missing, unknown or revoked API key.")
 @blp.alt_response(403, schema=ProblemSchema, description="A User key named another creator.")

@@ -28,11 +28,28 @@ class Forbidden(ServiceError):
 
 
 class IdentityExists(ServiceError):
+    """The content exists already; `identity_id` names the identity that holds it."""
+
     status = 409
 
     def __init__(self, identity_id):
         super().__init__("An identity with this content already exists.", identity_id=identity_id)
         self.identity_id = identity_id
+
+
+class InvalidFields(ServiceError):
+    """Validation refused the body; `errors` maps each field to its messages, as a 422 body does."""
+
+    status = 422
+
+    def __init__(self, messages):
+        errors = _flatten_messages(messages)
+        named = sorted(field for field in errors if field != "_schema")
+        detail = "The body must be a JSON object." if "_schema" in errors else ""
+        if named:
+            detail = (detail + " Invalid fields: " + ", ".join(named) + ".").strip()
+        super().__init__(detail, errors=errors)
+        self.errors = errors
 
 
 def problem(status, detail=None, headers=None, **extra):
@@ -86,11 +103,10 @@ class ProblemApi(flask_smorest.Api):
             extra["request_id"] = g.get("request_id")
             detail = "The service failed to handle this request. Quote the request_id when reporting it."
         elif status == 422:
-            errors = extra["errors"] = _flatten_messages(data.get("messages"))
-            named = sorted(field for field in errors if field != "_schema")
-            detail = "The body must be a JSON object." if "_schema" in errors else ""
-            if named:
-                detail = (detail + " Invalid fields: " + ", ".join(named) + ".").strip()
+            # The exception the Python API (identity.seed) raises, so that both say the same.
+            invalid = InvalidFields(data.get("messages"))
+            detail = invalid.detail
+            extra.update(invalid.extra)
         elif data.get("message"):
             detail = data["message"]
         return problem(status, detail, headers, **extra)

@@ -169,3 +169,9 @@ class ProblemSchema(Schema):
     errors = fields.Dict(keys=fields.String(), values=fields.List(fields.String()))
     identity_id = fields.String()
     request_id = fields.String()
+
+
+# One instance of each, shared by the HTTP route and the Python API (identity.seed), so that both
+# validate and serialize with the very same object; it also spares building a schema per request.
+identity_create_schema = IdentityCreateSchema()
+identity_schema = IdentitySchema()

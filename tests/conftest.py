@@ -1,50 +1,22 @@
-import shutil
-
 import pytest
-from flask_migrate import upgrade
 
-from identity import create_app, service
-from identity.extensions import db
+from identity import service
+
+# pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py).
+pytest_plugins = ["pytester"]
 
 ADMIN_WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 USER_WALLET = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
 OTHER_WALLET = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
 
 
-def make_app(database_path, **config):
-    return create_app({"DATABASE_URL": f"sqlite:///{database_path}", "TESTING": True, **config})
-
-
-@pytest.fixture(scope="session")
-def migrated_database(tmp_path_factory):
-    """One database migrated once; every test gets a copy of the file."""
-    path = tmp_path_factory.mktemp("template") / "identity.db"
-    app = make_app(path)
-    with app.app_context():
-        upgrade()
-        db.engine.dispose()
-    return path
-
-
 @pytest.fixture
-def database_path(tmp_path, migrated_database):
-    path = tmp_path / "identity.db"
-    shutil.copy(migrated_database, path)
-    return path
+def app(identity_app):
+    """The app of the package's own pytest plugin: a fresh copy of a once-migrated database per test.
 
-
-@pytest.fixture
-def app_config():
-    """Extra settings for the `app` fixture; a test module may override it."""
-    return {}
-
-
-@pytest.fixture
-def app(database_path, app_config):
-    app = make_app(database_path, **app_config)
-    yield app
-    with app.app_context():
-        db.engine.dispose()
+    Settings come from `identity_config`, which a test module may override.
+    """
+    return identity_app
 
 
 @pytest.fixture

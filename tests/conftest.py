@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from identity import service
@@ -17,6 +19,12 @@ def app(identity_app):
     Settings come from `identity_config`, which a test module may override.
     """
     return identity_app
+
+
+@pytest.fixture
+def database_path(app):
+    """The SQLite file behind `app`."""
+    return Path(app.config["SQLALCHEMY_DATABASE_URI"].removeprefix("sqlite:///"))
 
 
 @pytest.fixture

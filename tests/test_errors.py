@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import make_app
+from identity import create_app
 
 
 def test_unknown_path_is_404_problem(client):
@@ -30,8 +30,7 @@ def test_wrong_method_is_405_with_allow(client, method, path, allowed):
 
 
 @pytest.fixture
-def failing_app(database_path):
-    app = make_app(database_path, TESTING=False)
+def failing_app(app):
 
     @app.route("/boom")
     def boom():
@@ -40,6 +39,7 @@ def failing_app(database_path):
     return app
 
 
+@pytest.mark.parametrize("identity_config", [{"TESTING": False}])
 def test_unexpected_failure_is_500_problem_with_request_id_only(failing_app):
     response = failing_app.test_client().get("/boom", headers={"X-Request-ID": "trace-me-123"})
     assert response.status_code == 500
@@ -70,7 +70,7 @@ def test_request_id_is_generated_when_absent(client):
 @pytest.fixture
 def unreachable_app(tmp_path):
     # A database file in a folder that does not exist cannot be opened.
-    return make_app(tmp_path / "missing" / "identity.db")
+    return create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'missing' / 'identity.db'}"})
 
 
 def test_readyz_is_503_when_the_database_does_not_answer(unreachable_app):

@@ -4,7 +4,6 @@ pytest finds the plugin through the installed package's entry point."""
 import re
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [ROOT / "examples" / "test_with_identity_fixtures.py", ROOT / "examples" / "test_seeding_and_settings.py"]
 README_SECTION = "## Using it in your tests"
@@ -197,8 +196,7 @@ def test_readme_examples_run_as_an_outside_project(pytester):
 
 
 def test_readme_shows_the_examples_exactly():
-    # The section lives in README-issue6.md until it is merged into README.md; either will do.
-    readme = next(p for p in (ROOT / "README.md", ROOT / "README-issue6.md") if p.exists() and README_SECTION in p.read_text())
+    readme = ROOT / "README.md"
     section = readme.read_text().split(README_SECTION, 1)[1]
     section = re.split(r"^## ", section, flags=re.MULTILINE)[0]
     blocks = re.findall(r"^```python\n(.*?)^```$", section, flags=re.MULTILINE | re.DOTALL)

@@ -27,11 +27,12 @@ def create_app(config=None):
             tune_sqlite(db.engine, app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"])
     migrate.init_app(app, db, directory=MIGRATIONS)
 
+    from . import docs
     from .api import blp
     from .cli import keys
 
     api = ProblemApi(app)
-    api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": "x-api-key"})
+    docs.init_app(app, api)
     api.register_blueprint(blp)
     register_error_handlers(app)
     request_id.init_app(app)

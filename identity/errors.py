@@ -4,9 +4,12 @@ import logging
 
 import flask_smorest
 from flask import current_app, g, json
+from flask_smorest.utils import prepare_response
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
+
+from .schemas import ProblemSchema
 
 PROBLEM_MIMETYPE = "application/problem+json"
 
@@ -74,7 +77,18 @@ def _flatten_messages(messages):
 
 
 class ProblemApi(flask_smorest.Api):
-    """flask-smorest's Api, answering every HTTP error as problem details."""
+    """flask-smorest's Api, answering every HTTP error as problem details, and documenting them so."""
+
+    def _register_responses(self):
+        # flask-smorest's own error responses use its Error schema as application/json; every operation's
+        # "default" response is this one instead: an unknown path (404), a wrong method (405), a failure (500).
+        response = {"description": "Any other error: 404 unknown path, 405 wrong method (with Allow), 500.",
+                    "schema": ProblemSchema}
+        prepare_response(response, self.spec, PROBLEM_MIMETYPE)
+        self.spec.components.response(self.DEFAULT_ERROR_RESPONSE_NAME, response, lazy=True)
+
+    def _register_pagination_header(self):
+        pass  # nothing here is paginated; without this, an unused schema would sit in the document
 
     def handle_http_exception(self, error):
         status = error.code or 500

@@ -1,6 +1,14 @@
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+import requests
 from flask_migrate import upgrade
 
 from identity import create_app, service
@@ -87,3 +95,63 @@ def create(client, user_key):
         return client.post(path, json=body, headers={"x-api-key": key or user_key})
 
     return post
+
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    url: str
+    api_key: str
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory):
+    """The service as it is deployed: migrated by the CLI, a key from the CLI, gunicorn with two workers."""
+    folder = tmp_path_factory.mktemp("live")
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{folder / 'identity.db'}"}
+
+    def flask(*args):
+        result = subprocess.run(
+            [BIN / "flask", "--app", "app", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    flask("db", "upgrade")
+    api_key = flask("keys", "create", "--wallet", ADMIN_WALLET, "--role", "Admin").strip().splitlines()[-1]
+    port = _free_port()
+    log = (folder / "gunicorn.log").open("w")
+    server = subprocess.Popen(
+        [BIN / "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2", "app:app"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, (folder / "gunicorn.log").read_text()
+            try:
+                if requests.get(f"{url}/healthz", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:  # not listening yet, or no worker booted yet
+                pass
+            assert time.monotonic() < deadline, "gunicorn did not answer /healthz within 30 s"
+            time.sleep(0.1)
+        yield LiveServer(url=url, api_key=api_key)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()

@@ -8,8 +8,8 @@ from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 
 from . import service
-from .auth import auth, current_caller
-from .errors import PROBLEM_MIMETYPE
+from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
+from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
 from .extensions import db
 from .schemas import (
     CONTENT_EXAMPLE,
@@ -57,10 +57,15 @@ class StrictJSONParser(FlaskParser):
 class IdentityBlueprint(Blueprint):
     ARGUMENTS_PARSER = StrictJSONParser()
 
-    def problem(self, status, description, **kwargs):
+    def problem(self, status, description, example=None, **kwargs):
         """Document an error response: problem details, as application/problem+json."""
         return self.alt_response(
-            status, schema=ProblemSchema, content_type=PROBLEM_MIMETYPE, description=description, **kwargs
+            status,
+            schema=ProblemSchema,
+            content_type=PROBLEM_MIMETYPE,
+            description=description,
+            example=example or problem_body(status, description),
+            **kwargs,
         )
 
 
@@ -77,7 +82,8 @@ IDENTITY_ID = {
 }
 UNAUTHORIZED = {
     "description": "Missing, unknown or revoked API key; the response does not say which.",
-    "headers": {"WWW-Authenticate": {"schema": {"type": "string", "enum": ['ApiKey header="x-api-key"']}}},
+    "headers": {"WWW-Authenticate": {"schema": {"type": "string", "enum": [CHALLENGE]}}},
+    "example": problem_body(401, UNAUTHORIZED_DETAIL),
 }
 NOT_FOUND = "No Identity exists for the provided id."
 UNAVAILABLE = {
@@ -139,10 +145,22 @@ def _identity_or_404(identity_id):
 @blp.problem(400, "The body is not valid JSON or not UTF-8.")
 @blp.problem(401, **UNAUTHORIZED)
 @blp.problem(403, "A User key named another creator.")
-@blp.problem(409, "The same content exists; identity_id names it and Location points at it.", headers={"Location": LOCATION})
+@blp.problem(
+    409,
+    "The same content exists; identity_id names it and Location points at it.",
+    example=problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
+    headers={"Location": LOCATION},
+)
 @blp.problem(413, "The body is larger than the limit (64 KiB by default).")
 @blp.problem(415, "The body is not sent as application/json.")
-@blp.problem(422, "Invalid or unknown fields, or a body that is not an object; errors names each field.")
+@blp.problem(
+    422,
+    "Invalid or unknown fields, or a body that is not an object; errors names each field.",
+    example=problem_body(
+        422, "Invalid fields: display_name, nickname.",
+        errors={"display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]},
+    ),
+)
 @blp.problem(503, **UNAVAILABLE)
 def create_identity(fields):
     """Create an off-chain Identity."""

@@ -33,23 +33,23 @@ class Forbidden(ServiceError):
 
 class IdentityExists(ServiceError):
     status = 409
+    DETAIL = "An identity with this content already exists."
 
     def __init__(self, identity_id):
-        super().__init__("An identity with this content already exists.", identity_id=identity_id)
+        super().__init__(self.DETAIL, identity_id=identity_id)
         self.identity_id = identity_id
+
+
+def problem_body(status, detail=None, **extra):
+    """The problem details of an error response."""
+    title = HTTP_STATUS_CODES.get(status, "Error")
+    return {"type": "about:blank", "title": title, "status": status, "detail": detail or title, **extra}
 
 
 def problem(status, detail=None, headers=None, **extra):
     """Build a problem+json response."""
-    body = {
-        "type": "about:blank",
-        "title": HTTP_STATUS_CODES.get(status, "Error"),
-        "status": status,
-        "detail": detail or HTTP_STATUS_CODES.get(status, "Error"),
-    }
-    body.update(extra)
     response = current_app.response_class(
-        json.dumps(body), status=status, mimetype=PROBLEM_MIMETYPE
+        json.dumps(problem_body(status, detail, **extra)), status=status, mimetype=PROBLEM_MIMETYPE
     )
     if headers:
         response.headers.extend(headers)

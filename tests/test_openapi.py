@@ -147,6 +147,16 @@ def test_examples_are_valid_instances_of_their_schemas(document):
     assert created["identity_id"].endswith(document["paths"][IDENTITY + "/content"]["get"]["responses"]["200"]["headers"]["ETag"]["example"].strip('"'))
 
 
+def test_every_error_response_has_a_problem_example_of_its_own_status(document):
+    problem = validator(document, "Problem")
+    for (path, method) in CONTRACT_STATUSES:
+        for code, response in document["paths"][path][method]["responses"].items():
+            if code != "default" and int(code) >= 400:
+                example = response["content"][PROBLEM]["example"]
+                assert problem.is_valid(example), (path, code)
+                assert example["status"] == int(code)
+
+
 def test_example_request_is_accepted_by_the_service(client, admin_key, document):
     example = document["paths"]["/identity"]["post"]["requestBody"]["content"]["application/json"]["example"]
     response = client.post("/identity", json=example, headers={"x-api-key": admin_key})

@@ -90,6 +90,11 @@ UNAVAILABLE = {
     "description": "The database does not answer; try again shortly.",
     "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
 }
+ETAG = {
+    "description": "The content_id, quoted.",
+    "schema": {"type": "string", "pattern": '^"bafkrei[a-z2-7]{52}"$'},
+    "example": ETAG_EXAMPLE,
+}
 LOCATION = {"schema": {"type": "string", "pattern": "^/identity/" + IDENTITY_ID_PATTERN[1:]}}
 
 
@@ -116,7 +121,7 @@ def get_identity(identity_id):
     description="The canonical bytes (RFC 8785) that the content_id is the CID of: "
     "their CIDv1 (raw, sha2-256, base32) is the content_id, and `ipfs add --cid-version 1` gives the same.",
     example=CONTENT_EXAMPLE,
-    headers={"ETag": {"description": "The content_id, quoted.", "schema": {"type": "string", "pattern": '^"bafkrei[a-z2-7]{52}"$'}, "example": ETAG_EXAMPLE}},
+    headers={"ETag": ETAG},
 )
 @blp.problem(401, **UNAUTHORIZED)
 @blp.problem(404, NOT_FOUND)

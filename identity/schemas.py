@@ -22,6 +22,7 @@ MAX_URL_LENGTH = 2048
 _SPACE_NOT_CONTROL = r" \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 WHITE_SPACE_CLASS = r"\t\n\u000b\u000c\r\u001c-\u001f\u0085" + _SPACE_NOT_CONTROL
 _CONTROL_RANGES = ((0x00, 0x1F), (0x7F, 0x9F))
+_CONTROL_NAMES = {"\n": "newline", "\r": "carriage return", "\t": "tab"}
 
 
 def _bad_characters(value, allowed=frozenset()):
@@ -46,8 +47,6 @@ class TrimmedText(validate.Validator):
     `openapi_pattern` says the same of the value as sent, before trimming.
     """
 
-    _NAMES = {"\n": "newline", "\r": "carriage return", "\t": "tab"}
-
     def __init__(self, min_length, max_length, allowed_controls=""):
         if min_length not in (0, 1) or max_length < 2:
             raise ValueError("TrimmedText documents min_length 0 or 1 and max_length 2 or more")
@@ -55,7 +54,7 @@ class TrimmedText(validate.Validator):
         self.allowed_controls = frozenset(allowed_controls)
         self.message = "Must not contain control characters."
         if allowed_controls:
-            names = [self._NAMES[c] for c in allowed_controls]
+            names = [_CONTROL_NAMES[c] for c in allowed_controls]
             self.message = f"Must not contain control characters other than {', '.join(names[:-1])} and {names[-1]}."
         edge = f"[^{_control_class()}{_SPACE_NOT_CONTROL}]"
         inner = f"[^{_control_class(allowed_controls)}]"
@@ -218,9 +217,13 @@ class UserSchema(Schema):
         required=True, allow_none=True, metadata={"description": "Last time the user's key authenticated."}
     )
     api_key = fields.Constant(
-        "", required=True, metadata={"type": "string", "enum": [""], "description": "Always empty: keys are never returned."}
+        "",
+        required=True,
+        metadata={"type": "string", "enum": [""], "description": "Always empty: keys are never returned."},
     )
-    wallet = fields.String(required=True, metadata={"description": "EIP-55 checksum address.", "pattern": WALLET_PATTERN})
+    wallet = fields.String(
+        required=True, metadata={"description": "EIP-55 checksum address.", "pattern": WALLET_PATTERN}
+    )
     role = fields.String(required=True, metadata={"enum": ["User", "Admin"]})
 
 
@@ -299,7 +302,7 @@ def _examples():
         "external_reference": "https://vitalik.eth.limo",
     }
     address = content.address(body)
-    at = datetime(2026, 11, 21, 9, 30, 0, 123456, tzinfo=timezone.utc)
+    at = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
     creator = SimpleNamespace(
         id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=at, updated_at=at, last_login=at,
         wallet="0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045", role="User",

@@ -120,9 +120,8 @@ def live_server(tmp_path_factory):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{folder / 'identity.db'}"}
 
     def flask(*args):
-        result = subprocess.run(
-            [BIN / "flask", "--app", "app", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-        )
+        command = [BIN / "flask", "--app", "app", *args]
+        result = subprocess.run(command, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         return result.stdout
 

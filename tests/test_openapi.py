@@ -29,7 +29,9 @@ CONTRACT_STATUSES = {
     ("/healthz", "get"): {200},
     ("/readyz", "get"): {200, 503},
 }
-BIGINT_FIELDS = ("vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value")
+BIGINT_FIELDS = (
+    "vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value",
+)
 NULLABLE_FIELDS = ("description", "image", "corpora_id", "semantic", "external_reference")
 
 
@@ -64,7 +66,9 @@ def test_every_route_the_app_serves_is_in_the_document(app, document):
         if rule.endpoint.startswith("identities."):
             path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
             served.update((path, method.lower()) for method in rule.methods - {"HEAD", "OPTIONS"})
-    documented = {(path, method) for path, item in document["paths"].items() for method in item if method != "parameters"}
+    documented = {
+        (path, method) for path, item in document["paths"].items() for method in item if method != "parameters"
+    }
     assert served == documented == set(CONTRACT_STATUSES)
 
 
@@ -87,7 +91,8 @@ def test_default_response_is_problem_details_for_404_405_and_500(document):
 
 
 def test_identity_routes_need_the_x_api_key_scheme_and_health_routes_do_not(document):
-    assert document["components"]["securitySchemes"]["ApiKeyAuth"] == {"type": "apiKey", "in": "header", "name": "x-api-key"}
+    scheme = document["components"]["securitySchemes"]["ApiKeyAuth"]
+    assert scheme == {"type": "apiKey", "in": "header", "name": "x-api-key"}
     for (path, method) in CONTRACT_STATUSES:
         operation = document["paths"][path][method]
         if path in ("/healthz", "/readyz"):
@@ -141,10 +146,10 @@ def test_examples_are_valid_instances_of_their_schemas(document):
     assert validator(document, "Identity").is_valid(created)
     fetched = document["paths"][IDENTITY]["get"]["responses"]["200"]["content"]["application/json"]["example"]
     assert fetched == created
-    content = document["paths"][IDENTITY + "/content"]["get"]["responses"]["200"]["content"]["application/json"]["example"]
-    assert validator(document, "IdentityContent").is_valid(content)
-    # The example is self-consistent: its id is the CID of its content.
-    assert created["identity_id"].endswith(document["paths"][IDENTITY + "/content"]["get"]["responses"]["200"]["headers"]["ETag"]["example"].strip('"'))
+    content_response = document["paths"][IDENTITY + "/content"]["get"]["responses"]["200"]
+    assert validator(document, "IdentityContent").is_valid(content_response["content"]["application/json"]["example"])
+    # The examples agree: the identity's id ends with the content_id that the content's ETag carries.
+    assert created["identity_id"].endswith(":" + content_response["headers"]["ETag"]["example"].strip('"'))
 
 
 def test_every_error_response_has_a_problem_example_of_its_own_status(document):
@@ -165,12 +170,13 @@ def test_example_request_is_accepted_by_the_service(client, admin_key, document)
 
 
 def test_responses_of_the_service_are_valid_against_the_document(client, create, user_key, document):
-    created = create({"display_name": "Checked", "description": "d", "image": "ipfs://bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"})
+    body = {"display_name": "Checked", "description": "d", "image": "ipfs://bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"}
+    created = create(body)
     assert validator(document, "Identity").is_valid(created.get_json())
     identity_id = created.get_json()["identity_id"]
     content = client.get(f"/identity/{identity_id}/content", headers={"x-api-key": user_key})
     assert validator(document, "IdentityContent").is_valid(content.get_json())
-    for problem in (create({"display_name": ""}), create({"display_name": "Checked", "description": "d", "image": "ipfs://bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"}), client.get("/nope"), client.put("/identity")):
+    for problem in (create({"display_name": ""}), create(body), client.get("/nope"), client.put("/identity")):
         assert problem.mimetype == PROBLEM
         assert validator(document, "Problem").is_valid(problem.get_json()), problem.get_json()
 

@@ -39,7 +39,10 @@ def test_schemathesis_finds_no_failure_with_every_check_on_valid_and_invalid_dat
         "--report-junit-path", REPORTS / "junit.xml",
         "--no-color",
     ]
-    run = subprocess.run([str(part) for part in command], cwd=tmp_path, capture_output=True, text=True, timeout=BUDGET_SECONDS + 60)
+    run = subprocess.run(
+        [str(part) for part in command], check=False, cwd=tmp_path, capture_output=True, text=True,
+        timeout=BUDGET_SECONDS + 60,
+    )
     (REPORTS / "output.txt").write_text(run.stdout + run.stderr)
     assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]
 

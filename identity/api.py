@@ -9,13 +9,10 @@ from webargs.flaskparser import FlaskParser, abort
 
 from . import service
 from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
+from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE
 from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
 from .extensions import db
 from .schemas import (
-    CONTENT_EXAMPLE,
-    CREATE_EXAMPLE,
-    ETAG_EXAMPLE,
-    IDENTITY_EXAMPLE,
     IDENTITY_ID_PATTERN,
     IdentityContentSchema,
     IdentityCreateSchema,

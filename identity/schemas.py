@@ -289,33 +289,3 @@ class ProblemSchema(Schema):
     )
     request_id = fields.String(metadata={"description": "5xx only: the request id that the logs carry."})
 
-
-def _examples():
-    """Examples for the document, made by the same code and schemas as real responses, so they cannot drift."""
-    from datetime import datetime
-    from types import SimpleNamespace
-
-    body = {
-        "display_name": "Vitalik Buterin",
-        "description": "Co-founder of Ethereum.",
-        "image": "https://example.com/avatar.png",
-        "external_reference": "https://vitalik.eth.limo",
-    }
-    address = content.address(body)
-    at = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
-    creator = SimpleNamespace(
-        id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=at, updated_at=at, last_login=at,
-        wallet="0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045", role="User",
-    )
-    identity = SimpleNamespace(
-        id="3f6c2a9e-8b1d-4c7a-9e52-0a4b6d8c1f27", identity_id=address.identity_id,
-        identity_hash=address.identity_hash, vault_id=0, corpora_id=None, semantic=None, creator=creator,
-        created_at=at, updated_at=at, num_positions=0, assets_sum=0, conviction_sum=0, conviction_price=0,
-        status="complete", is_user=False, user_conviction=0, user_conviction_value=0, **address.content,
-    )
-    return body, IdentitySchema().dump(identity), address
-
-
-CREATE_EXAMPLE, IDENTITY_EXAMPLE, _EXAMPLE_ADDRESS = _examples()
-CONTENT_EXAMPLE = _EXAMPLE_ADDRESS.content
-ETAG_EXAMPLE = f'"{_EXAMPLE_ADDRESS.content_id}"'

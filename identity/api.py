@@ -13,6 +13,7 @@ from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPL
 from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
 from .extensions import db
 from .schemas import (
+    CONTENT_ID_PATTERN,
     IDENTITY_ID_PATTERN,
     IdentityContentSchema,
     IdentityCreateSchema,
@@ -89,7 +90,7 @@ UNAVAILABLE = {
 }
 ETAG = {
     "description": "The content_id, quoted.",
-    "schema": {"type": "string", "pattern": '^"bafkrei[a-z2-7]{52}"$'},
+    "schema": {"type": "string", "pattern": f'^"{CONTENT_ID_PATTERN}"$'},
     "example": ETAG_EXAMPLE,
 }
 LOCATION = {"schema": {"type": "string", "pattern": "^/identity/" + IDENTITY_ID_PATTERN[1:]}}

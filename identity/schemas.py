@@ -10,7 +10,8 @@ from . import content
 from .wallets import checksum_wallet
 
 BIGINT_PATTERN = r"^(0|[1-9][0-9]{0,77})$"
-IDENTITY_ID_PATTERN = r"^did:[a-z0-9]+:ipfs:bafkrei[a-z2-7]{52}$"
+CONTENT_ID_PATTERN = r"bafkrei[a-z2-7]{52}"  # unanchored: it appears inside identity ids and ETags
+IDENTITY_ID_PATTERN = rf"^did:[a-z0-9]+:ipfs:{CONTENT_ID_PATTERN}$"
 IDENTITY_HASH_PATTERN = r"^0x[0-9a-f]{64}$"
 WALLET_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 # A one-case address needs no checksum; a mixed-case one must pass EIP-55, which no pattern can say.

@@ -54,5 +54,6 @@ def test_schemathesis_finds_no_failure_with_every_check_on_valid_and_invalid_dat
     }
     # Warnings name what Schemathesis could not test (a pattern it cannot read, a missing auth, ...).
     assert {name: found for name, found in report["warnings"].items() if found} == {}
-    assert report["test_cases"]["generated"] >= 300, report["test_cases"]
+    # A floor, not a target: the budget ends the run, so the count depends on the machine.
+    assert report["test_cases"]["generated"] >= 200, report["test_cases"]
 

@@ -12,7 +12,7 @@ def create_app(config=None):
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
 
-    from . import request_id
+    from . import docs, request_id
     from .api import blp
     from .cli import keys
     from .config import settings_from_env
@@ -34,7 +34,7 @@ def create_app(config=None):
     migrate.init_app(app, db, directory=MIGRATIONS)
 
     api = ProblemApi(app)
-    api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": "x-api-key"})
+    docs.init_app(app, api)
     api.register_blueprint(blp)
     register_error_handlers(app)
     request_id.init_app(app)

@@ -2,15 +2,25 @@
 
 from decimal import Decimal
 
-from flask import json
+from flask import current_app, json
 from flask_smorest import Blueprint
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 
 from . import service
-from .auth import auth, current_caller
+from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
+from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE
+from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
 from .extensions import db
-from .schemas import ProblemSchema, StatusSchema, identity_create_schema, identity_schema
+from .schemas import (
+    CONTENT_ID_PATTERN,
+    IDENTITY_ID_PATTERN,
+    IdentityContentSchema,
+    ProblemSchema,
+    StatusSchema,
+    identity_create_schema,
+    identity_schema,
+)
 
 
 def _refuse_constant(name):
@@ -45,24 +55,87 @@ class StrictJSONParser(FlaskParser):
 class IdentityBlueprint(Blueprint):
     ARGUMENTS_PARSER = StrictJSONParser()
 
+    def problem(self, status, description, example=None, **kwargs):
+        """Document an error response: problem details, as application/problem+json."""
+        return self.alt_response(
+            status,
+            schema=ProblemSchema,
+            content_type=PROBLEM_MIMETYPE,
+            description=description,
+            example=example or problem_body(status, description),
+            **kwargs,
+        )
+
 
 blp = IdentityBlueprint("identities", __name__, description="Fetch and create Identity records.")
 
 API_KEY = [{"ApiKeyAuth": []}]
+IDENTITY_ID = {
+    "in": "path",
+    "name": "identity_id",
+    "required": True,
+    "description": "The identity_id: did:<namespace>:ipfs:<content_id>.",
+    "schema": {"type": "string", "pattern": IDENTITY_ID_PATTERN},
+    "example": IDENTITY_EXAMPLE["identity_id"],
+}
+UNAUTHORIZED = {
+    "description": "Missing, unknown or revoked API key; the response does not say which.",
+    "headers": {"WWW-Authenticate": {"schema": {"type": "string", "enum": [CHALLENGE]}}},
+    "example": problem_body(401, UNAUTHORIZED_DETAIL),
+}
+NOT_FOUND = "No Identity exists for the provided id."
+UNAVAILABLE = {
+    "description": "The database does not answer; try again shortly.",
+    "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
+}
+ETAG = {
+    "description": "The content_id, quoted.",
+    "schema": {"type": "string", "pattern": f'^"{CONTENT_ID_PATTERN}"$'},
+    "example": ETAG_EXAMPLE,
+}
+LOCATION = {"schema": {"type": "string", "pattern": "^/identity/" + IDENTITY_ID_PATTERN[1:]}}
 
 
-@blp.route("/identity/<identity_id>", endpoint="get_identity")
-@blp.route("/identities/<identity_id>", endpoint="get_identity_plural")
+@blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
+@blp.route("/identities/<identity_id>", endpoint="get_identity_plural", parameters=[IDENTITY_ID])
 @auth.login_required
 @blp.doc(security=API_KEY)
-@blp.response(200, identity_schema)
-@blp.alt_response(401, schema=ProblemSchema, description="Missing, unknown or revoked API key.")
-@blp.alt_response(404, schema=ProblemSchema, description="No Identity exists for the provided id.")
+@blp.response(200, identity_schema, example=IDENTITY_EXAMPLE)
+@blp.problem(401, **UNAUTHORIZED)
+@blp.problem(404, NOT_FOUND)
+@blp.problem(503, **UNAVAILABLE)
 def get_identity(identity_id):
     """Fetch an Identity by its identity_id."""
+    return _identity_or_404(identity_id)
+
+
+@blp.route("/identity/<identity_id>/content", endpoint="get_identity_content", parameters=[IDENTITY_ID])
+@blp.route("/identities/<identity_id>/content", endpoint="get_identity_content_plural", parameters=[IDENTITY_ID])
+@auth.login_required
+@blp.doc(security=API_KEY)
+@blp.response(
+    200,
+    IdentityContentSchema,
+    description="The canonical bytes (RFC 8785) that the content_id is the CID of: "
+    "their CIDv1 (raw, sha2-256, base32) is the content_id, and `ipfs add --cid-version 1` gives the same.",
+    example=CONTENT_EXAMPLE,
+    headers={"ETag": ETAG},
+)
+@blp.problem(401, **UNAUTHORIZED)
+@blp.problem(404, NOT_FOUND)
+@blp.problem(503, **UNAVAILABLE)
+def get_identity_content(identity_id):
+    """Fetch an Identity's content, byte for byte as its content_id hashes it."""
+    identity = _identity_or_404(identity_id)
+    return current_app.response_class(
+        service.canonical_content(identity), mimetype="application/json", headers={"ETag": f'"{identity.content_id}"'}
+    )
+
+
+def _identity_or_404(identity_id):
     identity = service.get_identity(identity_id)
     if identity is None:
-        abort(404, message="No Identity exists for the provided id.")
+        abort(404, message=NOT_FOUND)
     return identity
 
 
@@ -70,15 +143,28 @@ def get_identity(identity_id):
 @blp.route("/identities", methods=["POST"], endpoint="create_identity_plural")
 @auth.login_required
 @blp.doc(security=API_KEY)
-@blp.arguments(identity_create_schema)
-@blp.response(201, identity_schema, headers={"Location": {"description": "/identity/<identity_id>", "schema": {"type": "string"}}})
-@blp.alt_response(400, schema=ProblemSchema, description="The body is not valid JSON or not UTF-8.")
-@blp.alt_response(401, schema=ProblemSchema, description="Missing, unknown or revoked API key.")
-@blp.alt_response(403, schema=ProblemSchema, description="A User key named another creator.")
-@blp.alt_response(409, schema=ProblemSchema, description="The same content exists; identity_id names it.")
-@blp.alt_response(413, schema=ProblemSchema, description="The body is larger than the limit.")
-@blp.alt_response(415, schema=ProblemSchema, description="The body is not sent as application/json.")
-@blp.alt_response(422, schema=ProblemSchema, description="Invalid or unknown fields, named in errors.")
+@blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
+@blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
+@blp.problem(400, "The body is not valid JSON or not UTF-8.")
+@blp.problem(401, **UNAUTHORIZED)
+@blp.problem(403, "A User key named another creator.")
+@blp.problem(
+    409,
+    "The same content exists; identity_id names it and Location points at it.",
+    example=problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
+    headers={"Location": LOCATION},
+)
+@blp.problem(413, "The body is larger than the limit (64 KiB by default).")
+@blp.problem(415, "The body is not sent as application/json.")
+@blp.problem(
+    422,
+    "Invalid or unknown fields, or a body that is not an object; errors names each field.",
+    example=problem_body(
+        422, "Invalid fields: display_name, nickname.",
+        errors={"display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]},
+    ),
+)
+@blp.problem(503, **UNAVAILABLE)
 def create_identity(fields):
     """Create an off-chain Identity."""
     identity = service.create_identity(fields, current_caller())
@@ -86,15 +172,15 @@ def create_identity(fields):
 
 
 @blp.route("/healthz")
-@blp.response(200, StatusSchema)
+@blp.response(200, StatusSchema, example={"status": "ok"})
 def healthz():
     """The process is alive."""
     return {"status": "ok"}
 
 
 @blp.route("/readyz")
-@blp.response(200, StatusSchema)
-@blp.alt_response(503, schema=ProblemSchema, description="The database does not answer.")
+@blp.response(200, StatusSchema, example={"status": "ok"})
+@blp.problem(503, **UNAVAILABLE)
 def readyz():
     """The database answers."""
     # A database that does not answer raises an OperationalError, which the error module makes a 503.

@@ -16,6 +16,8 @@ from .models import ApiKey, User, utcnow
 # A fixed prefix lets secret scanners find a leaked key; 32 random bytes give 256 bits of entropy.
 KEY_PREFIX = "idsk_"
 HEADER = "x-api-key"
+CHALLENGE = f'ApiKey header="{HEADER}"'
+UNAUTHORIZED_DETAIL = f"A valid API key is required in the {HEADER} header."
 _MAX_KEY_LENGTH = 128
 
 auth = HTTPTokenAuth(scheme="ApiKey", header=HEADER)
@@ -76,11 +78,7 @@ def _touch_last_login(user_id, last_login):
 @auth.error_handler
 def unauthorized(status):
     # One answer for missing, unknown and revoked keys: the response must not tell them apart.
-    return problem(
-        401,
-        f"A valid API key is required in the {HEADER} header.",
-        headers={"WWW-Authenticate": f'ApiKey header="{HEADER}"'},
-    )
+    return problem(401, UNAUTHORIZED_DETAIL, headers={"WWW-Authenticate": CHALLENGE})
 
 
 def current_caller():

@@ -35,5 +35,10 @@ def settings_from_env(environ=None):
         "OPENAPI_VERSION": "3.1.0",
         "OPENAPI_URL_PREFIX": "/",
         "OPENAPI_JSON_PATH": "openapi.json",
+        "OPENAPI_SWAGGER_UI_PATH": "docs",
+        # Served by identity.docs from an installed package, never a CDN: /docs works offline.
+        "OPENAPI_SWAGGER_UI_URL": "/docs/assets/",
+        # No call to the public validator service from the page.
+        "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None, "deepLinking": True},
         "SQLALCHEMY_TRACK_MODIFICATIONS": False,
     }

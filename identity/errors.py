@@ -4,8 +4,11 @@ import logging
 
 import flask_smorest
 from flask import current_app, g, json
+from flask_smorest.utils import prepare_response
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.http import HTTP_STATUS_CODES
+
+from .schemas import ProblemSchema
 
 PROBLEM_MIMETYPE = "application/problem+json"
 
@@ -31,9 +34,10 @@ class IdentityExists(ServiceError):
     """The content exists already; `identity_id` names the identity that holds it."""
 
     status = 409
+    DETAIL = "An identity with this content already exists."
 
     def __init__(self, identity_id):
-        super().__init__("An identity with this content already exists.", identity_id=identity_id)
+        super().__init__(self.DETAIL, identity_id=identity_id)
         self.identity_id = identity_id
 
 
@@ -52,17 +56,16 @@ class InvalidFields(ServiceError):
         self.errors = errors
 
 
+def problem_body(status, detail=None, **extra):
+    """The problem details of an error response."""
+    title = HTTP_STATUS_CODES.get(status, "Error")
+    return {"type": "about:blank", "title": title, "status": status, "detail": detail or title, **extra}
+
+
 def problem(status, detail=None, headers=None, **extra):
     """Build a problem+json response."""
-    body = {
-        "type": "about:blank",
-        "title": HTTP_STATUS_CODES.get(status, "Error"),
-        "status": status,
-        "detail": detail or HTTP_STATUS_CODES.get(status, "Error"),
-    }
-    body.update(extra)
     response = current_app.response_class(
-        json.dumps(body), status=status, mimetype=PROBLEM_MIMETYPE
+        json.dumps(problem_body(status, detail, **extra)), status=status, mimetype=PROBLEM_MIMETYPE
     )
     if headers:
         response.headers.extend(headers)
@@ -90,7 +93,18 @@ def _flatten_messages(messages):
 
 
 class ProblemApi(flask_smorest.Api):
-    """flask-smorest's Api, answering every HTTP error as problem details."""
+    """flask-smorest's Api, answering every HTTP error as problem details, and documenting them so."""
+
+    def _register_responses(self):
+        # flask-smorest's own error responses use its Error schema as application/json; every operation's
+        # "default" response is this one instead: an unknown path (404), a wrong method (405), a failure (500).
+        response = {"description": "Any other error: 404 unknown path, 405 wrong method (with Allow), 500.",
+                    "schema": ProblemSchema}
+        prepare_response(response, self.spec, PROBLEM_MIMETYPE)
+        self.spec.components.response(self.DEFAULT_ERROR_RESPONSE_NAME, response, lazy=True)
+
+    def _register_pagination_header(self):
+        pass  # nothing here is paginated; without this, an unused schema would sit in the document
 
     def handle_http_exception(self, error):
         status = error.code or 500

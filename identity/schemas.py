@@ -6,12 +6,24 @@ from urllib.parse import urlsplit
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from .content import normalize_text
+from . import content
 from .wallets import checksum_wallet
 
 BIGINT_PATTERN = r"^(0|[1-9][0-9]{0,77})$"
+CONTENT_ID_PATTERN = r"bafkrei[a-z2-7]{52}"  # unanchored: it appears inside identity ids and ETags
+IDENTITY_ID_PATTERN = rf"^did:[a-z0-9]+:ipfs:{CONTENT_ID_PATTERN}$"
+IDENTITY_HASH_PATTERN = r"^0x[0-9a-f]{64}$"
+WALLET_PATTERN = r"^0x[0-9a-fA-F]{40}$"
+# A one-case address needs no checksum; a mixed-case one must pass EIP-55, which no pattern can say.
+CREATOR_PATTERN = r"^0x([0-9a-f]{40}|[0-9A-F]{40})$"
 MAX_URL_LENGTH = 2048
-_ALLOWED_IN_DESCRIPTION = frozenset("\n\r\t")
+
+# The characters Python's str.strip() removes (str.isspace()) and Unicode's control characters (Cc),
+# as regular-expression classes that read the same in Python, ECMA-262 and Rust (\uXXXX escapes only).
+_SPACE_NOT_CONTROL = r" \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+WHITE_SPACE_CLASS = r"\t\n\u000b\u000c\r\u001c-\u001f\u0085" + _SPACE_NOT_CONTROL
+_CONTROL_RANGES = ((0x00, 0x1F), (0x7F, 0x9F))
+_CONTROL_NAMES = {"\n": "newline", "\r": "carriage return", "\t": "tab"}
 
 
 def _bad_characters(value, allowed=frozenset()):
@@ -19,29 +31,73 @@ def _bad_characters(value, allowed=frozenset()):
     return any(unicodedata.category(c) in ("Cc", "Cs") and c not in allowed for c in value)
 
 
-class Text(fields.String):
-    """A string, NFC-normalized and trimmed exactly as content addressing does it."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        return normalize_text(super()._deserialize(value, attr, data, **kwargs))
-
-
-def _no_control_characters(value):
-    if _bad_characters(value):
-        raise ValidationError("Must not contain control characters.")
-
-
-def _description_characters(value):
-    if _bad_characters(value, _ALLOWED_IN_DESCRIPTION):
-        raise ValidationError("Must not contain control characters other than newline, carriage return and tab.")
+def _control_class(allowed=""):
+    """The control characters but `allowed`, as ranges for a regular-expression class."""
+    codes = [c for low, high in _CONTROL_RANGES for c in range(low, high + 1) if chr(c) not in allowed]
+    ranges, start = [], codes[0]
+    for previous, code in zip(codes, codes[1:] + [None], strict=True):
+        if code != previous + 1:
+            ranges.append(f"\\u{start:04x}" if start == previous else f"\\u{start:04x}-\\u{previous:04x}")
+            start = code
+    return "".join(ranges)
 
 
-def url_validator(schemes):
+class TrimmedText(validate.Validator):
+    """Length limits and control characters of a value already trimmed by its Text field.
+
+    `openapi_pattern` says the same of the value as sent, before trimming.
+    """
+
+    def __init__(self, min_length, max_length, allowed_controls=""):
+        if min_length not in (0, 1) or max_length < 2:
+            raise ValueError("TrimmedText documents min_length 0 or 1 and max_length 2 or more")
+        self.length = validate.Length(min_length or None, max_length)
+        self.allowed_controls = frozenset(allowed_controls)
+        self.message = "Must not contain control characters."
+        if allowed_controls:
+            names = [_CONTROL_NAMES[c] for c in allowed_controls]
+            self.message = f"Must not contain control characters other than {', '.join(names[:-1])} and {names[-1]}."
+        edge = f"[^{_control_class()}{_SPACE_NOT_CONTROL}]"
+        inner = f"[^{_control_class(allowed_controls)}]"
+        core = f"{edge}(?:{inner}{{0,{max_length - 2}}}{edge})?"
+        if min_length == 0:
+            core = f"(?:{core})?"
+        self.openapi_pattern = f"^[{WHITE_SPACE_CLASS}]*{core}[{WHITE_SPACE_CLASS}]*$"
+
+    def __call__(self, value):
+        messages = []
+        try:
+            self.length(value)
+        except ValidationError as error:
+            messages.extend(error.messages)
+        if _bad_characters(value, self.allowed_controls):
+            messages.append(self.message)
+        if messages:
+            raise ValidationError(messages)
+        return value
+
+
+# Every URL the document describes is one the validator accepts: RFC 3986 characters for the host
+# (no user info, no IPv6 literal), a port in range, then anything but white space and control characters.
+_URL_HOST = r"[A-Za-z0-9._~!$&'()*+,;=%-]+"
+_URL_PORT = r"(:0*([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])?)?"
+_URL_REST = rf"([/?#][^{_control_class()}{_SPACE_NOT_CONTROL}]*)?"
+
+
+def _any_case(word):
+    return "".join(f"[{c.upper()}{c}]" for c in word)
+
+
+class Url(validate.Validator):
     """An absolute URL of one of `schemes`, with a host, no white space, at most 2048 characters."""
-    schemes = frozenset(schemes)
-    listed = ", ".join(sorted(schemes))
 
-    def check(value):
+    def __init__(self, schemes):
+        self.schemes = frozenset(schemes)
+        self.listed = ", ".join(sorted(self.schemes))
+        scheme = "|".join(_any_case(s) for s in sorted(self.schemes))
+        self.openapi_pattern = f"^({scheme})://{_URL_HOST}{_URL_PORT}{_URL_REST}$"
+
+    def __call__(self, value):
         if len(value) > MAX_URL_LENGTH:
             raise ValidationError(f"Longer than {MAX_URL_LENGTH} characters.")
         if any(c.isspace() for c in value) or _bad_characters(value):
@@ -51,12 +107,24 @@ def url_validator(schemes):
             parts.port  # noqa: B018 - raises ValueError for a malformed port
         except ValueError:
             raise ValidationError("Not a valid URL.") from None
-        if parts.scheme.lower() not in schemes:
-            raise ValidationError(f"Must be an absolute URL with scheme {listed}.")
+        if parts.scheme.lower() not in self.schemes:
+            raise ValidationError(f"Must be an absolute URL with scheme {self.listed}.")
         if not parts.netloc or (parts.scheme.lower() != "ipfs" and not parts.hostname):
             raise ValidationError("Must name a host.")
+        return value
 
-    return check
+
+def documented_validators(converter, field, **kwargs):
+    """apispec attribute function: the `openapi_pattern` of this module's validators goes into the document."""
+    patterns = [v.openapi_pattern for v in field.validators if hasattr(v, "openapi_pattern")]
+    return {"pattern": patterns[0]} if patterns else {}
+
+
+class Text(fields.String):
+    """A string, NFC-normalized and trimmed exactly as content addressing does it; validators see the result."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        return content.normalize_text(super()._deserialize(value, attr, data, **kwargs))
 
 
 class Wallet(fields.String):
@@ -69,14 +137,15 @@ class Wallet(fields.String):
             raise ValidationError(str(error)) from None
 
 
-class BigInt(fields.Field):
+class BigInt(fields.String):
     """A non-negative integer up to 2**256 - 1, carried as a decimal string."""
+
+    def __init__(self, **kwargs):
+        metadata = {"pattern": BIGINT_PATTERN, "example": "0", **kwargs.pop("metadata", {})}
+        super().__init__(metadata=metadata, **kwargs)
 
     def _serialize(self, value, attr, obj, **kwargs):
         return None if value is None else str(value)
-
-    def _jsonschema_type_mapping(self):  # pragma: no cover - used by apispec
-        return {"type": "string", "pattern": BIGINT_PATTERN}
 
 
 class Timestamp(fields.DateTime):
@@ -96,79 +165,130 @@ class IdentityCreateSchema(Schema):
 
     display_name = Text(
         required=True,
-        validate=[validate.Length(1, 256), _no_control_characters],
-        metadata={"description": "Name of the Identity.", "example": "Vitalik Buterin"},
+        validate=TrimmedText(1, 256),
+        metadata={
+            "description": "Name of the Identity: 1 to 256 characters after NFC normalization and trimming, "
+            "no control characters.",
+            "example": "Vitalik Buterin",
+        },
     )
     description = Text(
         allow_none=True,
-        validate=[validate.Length(max=4096), _description_characters],
-        metadata={"example": "Co-founder of Ethereum."},
+        validate=TrimmedText(0, 4096, allowed_controls="\n\r\t"),
+        metadata={
+            "description": "At most 4096 characters after NFC normalization and trimming; no control characters "
+            "but newline, carriage return and tab.",
+            "example": "Co-founder of Ethereum.",
+        },
     )
     image = Text(
         allow_none=True,
-        validate=url_validator({"https", "http", "ipfs"}),
-        metadata={"description": "URL of an image.", "example": "https://example.com/avatar.png"},
+        validate=Url({"https", "http", "ipfs"}),
+        metadata={
+            "description": "URL of an image: https, http or ipfs, at most 2048 characters, no white space.",
+            "maxLength": MAX_URL_LENGTH,
+            "example": "https://example.com/avatar.png",
+        },
     )
     external_reference = Text(
         allow_none=True,
-        validate=url_validator({"https", "http"}),
-        metadata={"description": "URL of a link.", "example": "https://vitalik.eth.limo"},
+        validate=Url({"https", "http"}),
+        metadata={
+            "description": "URL of a link: https or http, at most 2048 characters, no white space.",
+            "maxLength": MAX_URL_LENGTH,
+            "example": "https://vitalik.eth.limo",
+        },
     )
     creator = Wallet(
         allow_none=True,
         metadata={
-            "description": "Ethereum address of the creator; defaults to the wallet of the calling key.",
-            "example": "0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045",
+            "description": "Ethereum address of the creator; defaults to the wallet of the calling key. "
+            "One-case hex, or mixed case passing its EIP-55 checksum. Only an Admin key may name another wallet.",
+            "pattern": CREATOR_PATTERN,
+            "example": "0xd8da6bf26964af9d7eed9e03e53415d37aa96045",
         },
     )
 
 
 class UserSchema(Schema):
-    id = fields.String()
-    created_at = Timestamp()
-    updated_at = Timestamp()
-    last_login = Timestamp(allow_none=True)
-    api_key = fields.Constant("", metadata={"description": "Always empty: keys are never returned."})
-    wallet = fields.String(metadata={"description": "EIP-55 checksum address."})
-    role = fields.String(metadata={"enum": ["User", "Admin"]})
+    id = fields.String(required=True, metadata={"format": "uuid", "description": "Opaque internal identifier."})
+    created_at = Timestamp(required=True)
+    updated_at = Timestamp(required=True)
+    last_login = Timestamp(
+        required=True, allow_none=True, metadata={"description": "Last time the user's key authenticated."}
+    )
+    api_key = fields.Constant(
+        "",
+        required=True,
+        metadata={"type": "string", "enum": [""], "description": "Always empty: keys are never returned."},
+    )
+    wallet = fields.String(
+        required=True, metadata={"description": "EIP-55 checksum address.", "pattern": WALLET_PATTERN}
+    )
+    role = fields.String(required=True, metadata={"enum": ["User", "Admin"]})
 
 
 class IdentitySchema(Schema):
-    id = fields.String()
-    identity_id = fields.String()
-    identity_hash = fields.String()
-    vault_id = BigInt()
-    display_name = fields.String()
-    description = fields.String(allow_none=True)
-    image = fields.String(allow_none=True)
-    corpora_id = fields.String(allow_none=True)
-    semantic = fields.String(allow_none=True)
-    external_reference = fields.String(allow_none=True)
-    creator = fields.Nested(UserSchema, allow_none=True)
-    created_at = Timestamp()
-    updated_at = Timestamp()
-    num_positions = fields.Integer()
-    assets_sum = BigInt()
-    conviction_sum = BigInt()
-    conviction_price = BigInt()
-    status = fields.String(allow_none=True)
-    isUser = fields.Boolean(attribute="is_user", allow_none=True)
-    user_conviction = BigInt(allow_none=True)
-    user_conviction_value = BigInt(allow_none=True)
+    """Every key is always present, null where a value is absent."""
+
+    id = fields.String(required=True, metadata={"format": "uuid", "description": "Opaque internal identifier."})
+    identity_id = fields.String(
+        required=True,
+        metadata={"pattern": IDENTITY_ID_PATTERN, "description": "did:<namespace>:ipfs:<content_id>."},
+    )
+    identity_hash = fields.String(
+        required=True,
+        metadata={"pattern": IDENTITY_HASH_PATTERN, "description": "0x + hex keccak-256 of ipfs://<content_id>."},
+    )
+    vault_id = BigInt(required=True)
+    display_name = fields.String(required=True)
+    description = fields.String(required=True, allow_none=True)
+    image = fields.String(required=True, allow_none=True)
+    corpora_id = fields.String(required=True, allow_none=True)
+    semantic = fields.String(required=True, allow_none=True)
+    external_reference = fields.String(required=True, allow_none=True)
+    creator = fields.Nested(UserSchema, required=True)
+    created_at = Timestamp(required=True)
+    updated_at = Timestamp(required=True)
+    num_positions = fields.Integer(required=True, metadata={"minimum": 0, "format": "int64"})
+    assets_sum = BigInt(required=True)
+    conviction_sum = BigInt(required=True)
+    conviction_price = BigInt(required=True)
+    status = fields.String(required=True, metadata={"example": "complete"})
+    isUser = fields.Boolean(attribute="is_user", required=True)
+    user_conviction = BigInt(required=True)
+    user_conviction_value = BigInt(required=True)
+
+
+class IdentityContentSchema(Schema):
+    """An identity's content: the fields its content_id is computed from, as RFC 8785 canonical JSON."""
+
+    display_name = fields.String(required=True)
+    description = fields.String()
+    image = fields.String()
+    external_reference = fields.String()
 
 
 class StatusSchema(Schema):
-    status = fields.String(metadata={"example": "ok"})
+    status = fields.String(required=True, metadata={"enum": ["ok"]})
 
 
 class ProblemSchema(Schema):
-    type = fields.String()
-    title = fields.String()
-    status = fields.Integer()
-    detail = fields.String()
-    errors = fields.Dict(keys=fields.String(), values=fields.List(fields.String()))
-    identity_id = fields.String()
-    request_id = fields.String()
+    """RFC 9457 problem details."""
+
+    type = fields.String(required=True, metadata={"example": "about:blank"})
+    title = fields.String(required=True)
+    status = fields.Integer(required=True, metadata={"minimum": 400, "maximum": 599})
+    detail = fields.String(required=True)
+    errors = fields.Dict(
+        keys=fields.String(),
+        values=fields.List(fields.String()),
+        metadata={"description": "422 only: the messages for each invalid field."},
+    )
+    identity_id = fields.String(
+        metadata={"pattern": IDENTITY_ID_PATTERN, "description": "409 only: the identity that holds this content."}
+    )
+    request_id = fields.String(metadata={"description": "5xx only: the request id that the logs carry."})
 
 
 # One instance of each, shared by the HTTP route and the Python API (identity.seed), so that both

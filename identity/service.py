@@ -21,6 +21,13 @@ def get_identity(identity_id):
     return identity
 
 
+def canonical_content(identity):
+    """The canonical bytes of an identity's content: exactly the bytes its content_id hashes."""
+    # Stored values are already normalized; content_of leaves them as they are and drops the nulls.
+    fields = {name: getattr(identity, name) for name in content.CONTENT_FIELDS}
+    return content.canonical_bytes(content.content_of(fields))
+
+
 def create_identity(fields, caller):
     """Create an off-chain Identity from validated `fields` on behalf of `caller`.
 

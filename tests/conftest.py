@@ -67,3 +67,19 @@ def create(client, user_key):
         return client.post(path, json=body, headers={"x-api-key": key or user_key})
 
     return post
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory):
+    """The service as it is deployed: migrated by the CLI, a key from the CLI, gunicorn with two workers.
+
+    It carries `url` and `api_key` (an Admin key).
+    """
+    from tests.live import LiveServer, prepare_database
+
+    database_url = f"sqlite:///{tmp_path_factory.mktemp('live') / 'identity.db'}"
+    api_key = prepare_database(database_url, ADMIN_WALLET)
+    server = LiveServer(database_url, workers=2).start()
+    server.api_key = api_key
+    yield server
+    server.stop()

@@ -1,0 +1,54 @@
+"""The service describes itself: the OpenAPI document's extras and the interactive page at /docs.
+
+flask-smorest writes /openapi.json from the blueprint's decorators and schemas, and renders /docs with
+Swagger UI. Swagger UI's scripts and styles come from the installed flask-swagger-ui package and are
+served here, so the page needs no network but the service.
+"""
+
+from datetime import datetime
+from importlib.resources import files
+from types import SimpleNamespace
+
+from flask import Blueprint
+
+from . import content
+from .auth import HEADER
+from .schemas import IdentitySchema, documented_validators
+
+
+def init_app(app, api):
+    """Complete `api`'s document and serve the Swagger UI assets that /docs loads."""
+    api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": HEADER})
+    api.ma_plugin.converter.add_attribute_function(documented_validators)
+    assets = Blueprint(
+        "swagger_ui_assets",
+        __name__,
+        static_folder=str(files("flask_swagger_ui") / "dist"),
+        static_url_path=app.config["OPENAPI_SWAGGER_UI_URL"].rstrip("/"),
+    )
+    app.register_blueprint(assets)
+
+
+# Examples for the document, made by the same code and schemas as real responses so that they cannot drift.
+CREATE_EXAMPLE = {
+    "display_name": "Vitalik Buterin",
+    "description": "Co-founder of Ethereum.",
+    "image": "https://example.com/avatar.png",
+    "external_reference": "https://vitalik.eth.limo",
+}
+_ADDRESS = content.address(CREATE_EXAMPLE)
+_AT = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
+IDENTITY_EXAMPLE = IdentitySchema().dump(
+    SimpleNamespace(
+        id="3f6c2a9e-8b1d-4c7a-9e52-0a4b6d8c1f27", identity_id=_ADDRESS.identity_id,
+        identity_hash=_ADDRESS.identity_hash, vault_id=0, corpora_id=None, semantic=None,
+        created_at=_AT, updated_at=_AT, num_positions=0, assets_sum=0, conviction_sum=0, conviction_price=0,
+        status="complete", is_user=False, user_conviction=0, user_conviction_value=0, **_ADDRESS.content,
+        creator=SimpleNamespace(
+            id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=_AT, updated_at=_AT, last_login=_AT,
+            wallet="0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045", role="User",
+        ),
+    )
+)
+CONTENT_EXAMPLE = _ADDRESS.content
+ETAG_EXAMPLE = f'"{_ADDRESS.content_id}"'

@@ -1,0 +1,268 @@
+"""GET /openapi.json and GET /docs: the service describes itself, from the schemas that do the work."""
+
+import re
+import sys
+import unicodedata
+from html.parser import HTMLParser
+
+import jsonschema_rs
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from identity.schemas import WHITE_SPACE_CLASS, IdentityCreateSchema
+from tests.test_create import CONTRACT_KEYS, USER_KEYS
+
+PROBLEM = "application/problem+json"
+IDENTITY = "/identity/{identity_id}"
+IDENTITIES = "/identities/{identity_id}"
+
+# The status codes the contract gives for each operation, besides the "default" response (404 unknown
+# path, 405 wrong method, 500); every route that reads the database may also answer 503 when it does not answer.
+CONTRACT_STATUSES = {
+    (IDENTITY, "get"): {200, 401, 404, 503},
+    (IDENTITIES, "get"): {200, 401, 404, 503},
+    (IDENTITY + "/content", "get"): {200, 401, 404, 503},
+    (IDENTITIES + "/content", "get"): {200, 401, 404, 503},
+    ("/identity", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 503},
+    ("/identities", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 503},
+    ("/healthz", "get"): {200},
+    ("/readyz", "get"): {200, 503},
+}
+BIGINT_FIELDS = (
+    "vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value",
+)
+NULLABLE_FIELDS = ("description", "image", "corpora_id", "semantic", "external_reference")
+
+
+@pytest.fixture
+def document(client):
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    return response.get_json()
+
+
+def validator(document, name):
+    """A JSON Schema validator for one component schema, its references resolved in the document."""
+    return jsonschema_rs.validator_for({"$ref": f"#/components/schemas/{name}", "components": document["components"]})
+
+
+def resolve(document, item):
+    while "$ref" in item:
+        section, kind, name = item["$ref"].split("/")[1:]
+        item = document[section][kind][name]
+    return item
+
+
+def test_document_is_openapi_3_1_and_needs_no_key(document):
+    assert document["openapi"].startswith("3.1.")
+    assert document["info"]["title"] == "Identity service"
+
+
+def test_every_route_the_app_serves_is_in_the_document(app, document):
+    served = set()
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint.startswith("identities."):
+            path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
+            served.update((path, method.lower()) for method in rule.methods - {"HEAD", "OPTIONS"})
+    documented = {
+        (path, method) for path, item in document["paths"].items() for method in item if method != "parameters"
+    }
+    assert served == documented == set(CONTRACT_STATUSES)
+
+
+@pytest.mark.parametrize("path, method", sorted(CONTRACT_STATUSES))
+def test_every_status_the_contract_gives_is_documented_errors_as_problem_details(document, path, method):
+    responses = document["paths"][path][method]["responses"]
+    assert {int(code) for code in responses if code != "default"} == CONTRACT_STATUSES[(path, method)]
+    for code, response in responses.items():
+        response = resolve(document, response)
+        if code == "default" or int(code) >= 400:
+            assert list(response["content"]) == [PROBLEM], code
+            assert response["content"][PROBLEM]["schema"] == {"$ref": "#/components/schemas/Problem"}
+
+
+def test_default_response_is_problem_details_for_404_405_and_500(document):
+    default = document["components"]["responses"]["DEFAULT_ERROR"]
+    assert list(default["content"]) == [PROBLEM]
+    problem = document["components"]["schemas"]["Problem"]
+    assert set(problem["required"]) == {"type", "title", "status", "detail"}
+
+
+def test_identity_routes_need_the_x_api_key_scheme_and_health_routes_do_not(document):
+    scheme = document["components"]["securitySchemes"]["ApiKeyAuth"]
+    assert scheme == {"type": "apiKey", "in": "header", "name": "x-api-key"}
+    for (path, method) in CONTRACT_STATUSES:
+        operation = document["paths"][path][method]
+        if path in ("/healthz", "/readyz"):
+            assert "security" not in operation
+        else:
+            assert operation["security"] == [{"ApiKeyAuth": []}]
+            assert operation["responses"]["401"]["headers"]["WWW-Authenticate"]
+
+
+def test_identity_schema_lists_every_contract_key_as_required_with_types_and_formats(document):
+    identity = document["components"]["schemas"]["Identity"]
+    assert set(identity["properties"]) == set(identity["required"]) == CONTRACT_KEYS
+    properties = identity["properties"]
+    for name in BIGINT_FIELDS:
+        assert properties[name]["type"] == "string"
+        assert properties[name]["pattern"] == "^(0|[1-9][0-9]{0,77})$"
+    for name in ("created_at", "updated_at"):
+        assert properties[name] == {"type": "string", "format": "date-time"}
+    for name in NULLABLE_FIELDS:
+        assert properties[name]["type"] == ["string", "null"], name
+    assert properties["num_positions"]["type"] == "integer"
+    assert properties["isUser"]["type"] == "boolean"
+    assert properties["creator"] == {"$ref": "#/components/schemas/User"}
+    assert properties["id"]["format"] == "uuid"
+
+
+def test_user_schema_lists_every_field_with_types_and_formats(document):
+    user = document["components"]["schemas"]["User"]
+    assert set(user["properties"]) == set(user["required"]) == USER_KEYS
+    assert user["properties"]["last_login"]["type"] == ["string", "null"]
+    assert user["properties"]["last_login"]["format"] == "date-time"
+    assert user["properties"]["api_key"]["enum"] == [""]
+    assert user["properties"]["role"]["enum"] == ["User", "Admin"]
+
+
+def test_bigint_pattern_accepts_exactly_decimal_strings_up_to_78_digits(document):
+    check = validator(document, "Identity")
+    pattern = re.compile(document["components"]["schemas"]["Identity"]["properties"]["vault_id"]["pattern"])
+    for good in ("0", "1", str(2**256 - 1)):
+        assert pattern.search(good)
+    for bad in ("01", "-1", "1e3", "", "1" * 79, " 1"):
+        assert not pattern.search(bad), bad
+    assert check is not None
+
+
+def test_examples_are_valid_instances_of_their_schemas(document):
+    create = document["paths"]["/identity"]["post"]
+    body = create["requestBody"]["content"]["application/json"]
+    assert validator(document, "IdentityCreate").is_valid(body["example"])
+    created = create["responses"]["201"]["content"]["application/json"]["example"]
+    assert validator(document, "Identity").is_valid(created)
+    fetched = document["paths"][IDENTITY]["get"]["responses"]["200"]["content"]["application/json"]["example"]
+    assert fetched == created
+    content_response = document["paths"][IDENTITY + "/content"]["get"]["responses"]["200"]
+    assert validator(document, "IdentityContent").is_valid(content_response["content"]["application/json"]["example"])
+    # The examples agree: the identity's id ends with the content_id that the content's ETag carries.
+    assert created["identity_id"].endswith(":" + content_response["headers"]["ETag"]["example"].strip('"'))
+
+
+def test_every_error_response_has_a_problem_example_of_its_own_status(document):
+    problem = validator(document, "Problem")
+    for (path, method) in CONTRACT_STATUSES:
+        for code, response in document["paths"][path][method]["responses"].items():
+            if code != "default" and int(code) >= 400:
+                example = response["content"][PROBLEM]["example"]
+                assert problem.is_valid(example), (path, code)
+                assert example["status"] == int(code)
+
+
+def test_example_request_is_accepted_by_the_service(client, admin_key, document):
+    example = document["paths"]["/identity"]["post"]["requestBody"]["content"]["application/json"]["example"]
+    response = client.post("/identity", json=example, headers={"x-api-key": admin_key})
+    assert response.status_code == 201, response.get_json()
+    assert validator(document, "Identity").is_valid(response.get_json())
+
+
+def test_responses_of_the_service_are_valid_against_the_document(client, create, user_key, document):
+    body = {"display_name": "Checked", "description": "d", "image": "ipfs://bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"}
+    created = create(body)
+    assert validator(document, "Identity").is_valid(created.get_json())
+    identity_id = created.get_json()["identity_id"]
+    content = client.get(f"/identity/{identity_id}/content", headers={"x-api-key": user_key})
+    assert validator(document, "IdentityContent").is_valid(content.get_json())
+    for problem in (create({"display_name": ""}), create(body), client.get("/nope"), client.put("/identity")):
+        assert problem.mimetype == PROBLEM
+        assert validator(document, "Problem").is_valid(problem.get_json()), problem.get_json()
+
+
+def test_white_space_class_is_exactly_what_python_strips():
+    documented = re.compile(f"[{WHITE_SPACE_CLASS}]")
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        assert bool(documented.fullmatch(char)) == char.isspace(), hex(code)
+
+
+def _field_pattern(client, name):
+    schema = client.get("/openapi.json").get_json()["components"]["schemas"]["IdentityCreate"]
+    return re.compile(schema["properties"][name]["pattern"])
+
+
+def _accepted(name, value):
+    body = {"display_name": "x", name: value}
+    return not IdentityCreateSchema().validate(body)
+
+
+# Characters whose NFC form is longer than they are; the documented lengths count characters as sent.
+def _nfc_keeps_length(text):
+    return len(unicodedata.normalize("NFC", text)) == len(text)
+
+
+@pytest.mark.parametrize("name", ["display_name", "description"])
+def test_text_patterns_describe_exactly_what_the_validators_accept(client, name):
+    pattern = _field_pattern(client, name)
+    padding = st.text(alphabet=" \t\n\u00a0\u3000\u0085\u001c", max_size=3)
+    texts = st.one_of(
+        st.text(max_size=300),
+        st.builds(lambda a, t, b: a + t + b, padding, st.text(max_size=10), padding),
+        st.builds(lambda a, n, b: a + "x" * n + b, padding, st.integers(250, 260), padding),
+        st.builds(lambda a, n, b: a + "x" * n + b, padding, st.integers(4090, 4100), padding),
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(texts)
+    def agree(text):
+        assume(_nfc_keeps_length(text))
+        assert bool(pattern.search(text)) == _accepted(name, text), repr(text)
+
+    agree()
+
+
+@pytest.mark.parametrize("name", ["image", "external_reference"])
+def test_every_url_the_pattern_allows_is_accepted(client, name):
+    pattern = _field_pattern(client, name)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.from_regex(pattern, fullmatch=True).filter(lambda u: len(u) <= 2048 and _nfc_keeps_length(u)))
+    def accepted(url):
+        assert _accepted(name, url), repr(url)
+
+    accepted()
+
+
+@pytest.mark.parametrize("url", ["https://", "ftp://example.org", "https://exa mple.org", "https:/x", "ipfs://", "http://h:99999"])
+def test_urls_the_validator_refuses_are_outside_the_pattern(client, url):
+    for name in ("image", "external_reference"):
+        assert not _accepted(name, url)
+        assert not _field_pattern(client, name).search(url)
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.urls = []
+
+    def handle_starttag(self, tag, attrs):
+        self.urls.extend(value for key, value in attrs if key in ("src", "href") and value)
+
+
+def test_docs_page_loads_its_scripts_and_styles_from_the_service(client):
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert page.mimetype == "text/html"
+    html = page.get_data(as_text=True)
+    assert not re.search(r"https?://", html), "the page must not name another host"
+    links = _Links()
+    links.feed(html)
+    assert any(url.endswith(".js") for url in links.urls) and any(url.endswith(".css") for url in links.urls)
+    for url in links.urls:
+        assert url.startswith("/"), url
+        asset = client.get(url)
+        assert asset.status_code == 200, url
+        assert len(asset.data) > 10_000, url
+    assert '"/openapi.json"' in html

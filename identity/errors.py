@@ -3,10 +3,12 @@
 import logging
 
 import flask_smorest
-from flask import current_app, g, json
+from flask import current_app, json
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
+
+from . import request_id
 
 PROBLEM_MIMETYPE = "application/problem+json"
 
@@ -84,7 +86,7 @@ class ProblemApi(flask_smorest.Api):
         extra = {}
         detail = error.description
         if status >= 500:
-            extra["request_id"] = g.get("request_id")
+            extra["request_id"] = request_id.current_request_id()
             detail = "The service failed to handle this request. Quote the request_id when reporting it."
         elif status == 422:
             errors = extra["errors"] = _flatten_messages(data.get("messages"))

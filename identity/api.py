@@ -7,7 +7,7 @@ from flask_smorest import Blueprint
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 
-from . import service
+from . import metrics, service
 from .auth import auth, current_caller
 from .extensions import db
 from .schemas import IdentityCreateSchema, IdentitySchema, ProblemSchema, StatusSchema
@@ -82,6 +82,7 @@ def get_identity(identity_id):
 def create_identity(fields):
     """Create an off-chain Identity."""
     identity = service.create_identity(fields, current_caller())
+    metrics.count_identity_created()
     return identity, 201, {"Location": f"/identity/{identity.identity_id}"}
 
 

@@ -4,6 +4,8 @@ import os
 import re
 
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9]+")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def _int(environ, name, default):
@@ -14,6 +16,15 @@ def _int(environ, name, default):
         return int(raw)
     except ValueError:
         raise ValueError(f"{name} must be a whole number, not {raw!r}") from None
+
+
+def _bool(environ, name, default):
+    raw = (environ.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in _TRUE | _FALSE:
+        return raw in _TRUE
+    raise ValueError(f"{name} must be true or false, not {raw!r}")
 
 
 def settings_from_env(environ=None):
@@ -30,6 +41,7 @@ def settings_from_env(environ=None):
         "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),
         "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
         "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
+        "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",

@@ -4,7 +4,7 @@ import os
 
 from flask import Flask
 
-from . import metrics, request_id
+from . import limits, metrics, request_id
 from .config import settings_from_env
 from .errors import ProblemApi, register_error_handlers
 from .extensions import db, migrate, tune_sqlite
@@ -36,5 +36,6 @@ def create_app(config=None):
     register_error_handlers(app)
     request_id.init_app(app)
     metrics.init_app(app)
+    limits.init_app(app)
     app.cli.add_command(keys)
     return app

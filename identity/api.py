@@ -7,7 +7,7 @@ from flask_smorest import Blueprint
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 
-from . import metrics, service
+from . import limits, metrics, service
 from .auth import auth, current_caller
 from .extensions import db
 from .schemas import IdentityCreateSchema, IdentitySchema, ProblemSchema, StatusSchema
@@ -49,15 +49,25 @@ class IdentityBlueprint(Blueprint):
 blp = IdentityBlueprint("identities", __name__, description="Fetch and create Identity records.")
 
 API_KEY = [{"ApiKeyAuth": []}]
+_STRING = {"schema": {"type": "string"}}
+TOO_MANY = "This key's budget for the route is spent; retry after Retry-After seconds."
+RATELIMIT_HEADERS = {
+    "Retry-After": {"description": "Seconds until the budget is renewed.", **_STRING},
+    "X-RateLimit-Limit": {"description": "Requests allowed in the window.", **_STRING},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window.", **_STRING},
+    "X-RateLimit-Reset": {"description": "When the window ends, in Unix seconds.", **_STRING},
+}
 
 
 @blp.route("/identity/<identity_id>", endpoint="get_identity")
 @blp.route("/identities/<identity_id>", endpoint="get_identity_plural")
 @auth.login_required
+@limits.reads
 @blp.doc(security=API_KEY)
 @blp.response(200, IdentitySchema)
 @blp.alt_response(401, schema=ProblemSchema, description="Missing, unknown or revoked API key.")
 @blp.alt_response(404, schema=ProblemSchema, description="No Identity exists for the provided id.")
+@blp.alt_response(429, schema=ProblemSchema, description=TOO_MANY, headers=RATELIMIT_HEADERS)
 def get_identity(identity_id):
     """Fetch an Identity by its identity_id."""
     identity = service.get_identity(identity_id)
@@ -69,6 +79,7 @@ def get_identity(identity_id):
 @blp.route("/identity", methods=["POST"], endpoint="create_identity")
 @blp.route("/identities", methods=["POST"], endpoint="create_identity_plural")
 @auth.login_required
+@limits.creates
 @blp.doc(security=API_KEY)
 @blp.arguments(IdentityCreateSchema)
 @blp.response(201, IdentitySchema, headers={"Location": {"description": "/identity/<identity_id>", "schema": {"type": "string"}}})
@@ -79,6 +90,7 @@ def get_identity(identity_id):
 @blp.alt_response(413, schema=ProblemSchema, description="The body is larger than the limit.")
 @blp.alt_response(415, schema=ProblemSchema, description="The body is not sent as application/json.")
 @blp.alt_response(422, schema=ProblemSchema, description="Invalid or unknown fields, named in errors.")
+@blp.alt_response(429, schema=ProblemSchema, description=TOO_MANY, headers=RATELIMIT_HEADERS)
 def create_identity(fields):
     """Create an off-chain Identity."""
     identity = service.create_identity(fields, current_caller())

@@ -3,6 +3,8 @@
 import os
 import re
 
+from limits import parse_many
+
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9]+")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -27,6 +29,15 @@ def _bool(environ, name, default):
     raise ValueError(f"{name} must be true or false, not {raw!r}")
 
 
+def _rate_limit(environ, name, default):
+    value = environ.get(name) or default
+    try:
+        parse_many(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a rate limit such as 120/minute, not {value!r}") from None
+    return value
+
+
 def settings_from_env(environ=None):
     """Return the Flask config mapping that the environment asks for."""
     environ = os.environ if environ is None else environ
@@ -41,6 +52,11 @@ def settings_from_env(environ=None):
         "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),
         "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
         "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
+        # Per API key; see identity/limits.py for what counts and how.
+        "IDENTITY_RATELIMIT_READ": _rate_limit(environ, "IDENTITY_RATELIMIT_READ", "120/minute"),
+        "IDENTITY_RATELIMIT_CREATE": _rate_limit(environ, "IDENTITY_RATELIMIT_CREATE", "30/minute"),
+        # memory:// counts per worker process; redis://... shares counts between workers and nodes.
+        "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
         "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",

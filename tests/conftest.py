@@ -11,8 +11,12 @@ USER_WALLET = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
 OTHER_WALLET = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
 
 
+# Most tests make many requests with one key; those about rate limits set their own, lower limits.
+UNLIMITED = {"IDENTITY_RATELIMIT_READ": "100000/minute", "IDENTITY_RATELIMIT_CREATE": "100000/minute"}
+
+
 def make_app(database_path, **config):
-    return create_app({"DATABASE_URL": f"sqlite:///{database_path}", "TESTING": True, **config})
+    return create_app({"DATABASE_URL": f"sqlite:///{database_path}", "TESTING": True, **UNLIMITED, **config})
 
 
 @pytest.fixture(scope="session")

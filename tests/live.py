@@ -10,6 +10,8 @@ from pathlib import Path
 
 import requests
 
+from tests.conftest import UNLIMITED
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -40,7 +42,7 @@ class LiveServer:
     def __init__(self, database_url, workers=2, env=None):
         self.database_url = database_url
         self.workers = workers
-        self.env = env or {}
+        self.env = {**UNLIMITED, **(env or {})}
         self.process = None
         self.port = None
 

@@ -4,7 +4,7 @@ import os
 
 from flask import Flask
 
-from . import limits, metrics, request_id
+from . import headers, limits, metrics, request_id
 from .config import settings_from_env
 from .errors import ProblemApi, register_error_handlers
 from .extensions import db, migrate, tune_sqlite
@@ -35,6 +35,7 @@ def create_app(config=None):
     api.register_blueprint(blp)
     register_error_handlers(app)
     request_id.init_app(app)
+    headers.init_app(app)
     metrics.init_app(app)
     limits.init_app(app)
     app.cli.add_command(keys)

@@ -10,6 +10,7 @@ from webargs.flaskparser import FlaskParser, abort
 from . import limits, metrics, service
 from .auth import auth, current_caller
 from .extensions import db
+from .headers import conditional
 from .schemas import IdentityCreateSchema, IdentitySchema, ProblemSchema, StatusSchema
 
 
@@ -50,6 +51,10 @@ blp = IdentityBlueprint("identities", __name__, description="Fetch and create Id
 
 API_KEY = [{"ApiKeyAuth": []}]
 _STRING = {"schema": {"type": "string"}}
+ETAG_HEADERS = {
+    "ETag": {"description": "Strong tag of this exact body; send it back in If-None-Match.", **_STRING},
+    "Cache-Control": {"description": "private", **_STRING},
+}
 TOO_MANY = "This key's budget for the route is spent; retry after Retry-After seconds."
 RATELIMIT_HEADERS = {
     "Retry-After": {"description": "Seconds until the budget is renewed.", **_STRING},
@@ -63,8 +68,10 @@ RATELIMIT_HEADERS = {
 @blp.route("/identities/<identity_id>", endpoint="get_identity_plural")
 @auth.login_required
 @limits.reads
+@conditional
 @blp.doc(security=API_KEY)
-@blp.response(200, IdentitySchema)
+@blp.response(200, IdentitySchema, headers=ETAG_HEADERS)
+@blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
 @blp.alt_response(401, schema=ProblemSchema, description="Missing, unknown or revoked API key.")
 @blp.alt_response(404, schema=ProblemSchema, description="No Identity exists for the provided id.")
 @blp.alt_response(429, schema=ProblemSchema, description=TOO_MANY, headers=RATELIMIT_HEADERS)

@@ -4,7 +4,7 @@ import os
 
 from flask import Flask
 
-from . import headers, limits, metrics, request_id
+from . import headers, limits, logs, metrics, request_id
 from .config import settings_from_env
 from .errors import ProblemApi, register_error_handlers
 from .extensions import db, migrate, tune_sqlite
@@ -21,6 +21,8 @@ def create_app(config=None):
         if config.get("DATABASE_URL"):
             app.config["SQLALCHEMY_DATABASE_URI"] = config["DATABASE_URL"]
 
+    # First, so that nothing logs before the log lines are JSON.
+    logs.init_app(app)
     db.init_app(app)
     with app.app_context():
         if db.engine.dialect.name == "sqlite":

@@ -1,5 +1,6 @@
 """Settings, read once from the environment when the app is built."""
 
+import logging
 import os
 import re
 
@@ -38,6 +39,13 @@ def _rate_limit(environ, name, default):
     return value
 
 
+def _log_level(environ, name, default):
+    level = (environ.get(name) or default).upper()
+    if not isinstance(logging.getLevelName(level), int):
+        raise ValueError(f"{name} must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {level!r}")
+    return level
+
+
 def settings_from_env(environ=None):
     """Return the Flask config mapping that the environment asks for."""
     environ = os.environ if environ is None else environ
@@ -58,6 +66,7 @@ def settings_from_env(environ=None):
         # memory:// counts per worker process; redis://... shares counts between workers and nodes.
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
         "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
+        "IDENTITY_LOG_LEVEL": _log_level(environ, "IDENTITY_LOG_LEVEL", "INFO"),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",

@@ -5,12 +5,14 @@ import json
 import logging
 
 import pytest
+import requests
 from sqlalchemy import select
 
 from identity import logs
 from identity.extensions import db
 from identity.models import ApiKey
-from tests.conftest import make_app
+from tests.conftest import USER_WALLET, make_app
+from tests.live import LiveServer
 
 
 @pytest.fixture
@@ -107,3 +109,42 @@ def test_an_unknown_log_level_is_refused():
 
     with pytest.raises(ValueError, match="IDENTITY_LOG_LEVEL"):
         settings_from_env({"IDENTITY_LOG_LEVEL": "chatty"})
+
+
+def test_gunicorn_writes_json_lines_and_never_an_api_key(database_path, issue_key, tmp_path):
+    key = issue_key(USER_WALLET)
+    unknown_key = "idsk_" + "Z" * 43
+    server = LiveServer(f"sqlite:///{database_path}", workers=2, output_dir=tmp_path).start()
+    try:
+        with requests.Session() as http:
+            created = http.post(server.url + "/identity", json={"display_name": "Logged"}, headers={"x-api-key": key})
+            assert created.status_code == 201
+            identity_id = created.json()["identity_id"]
+            assert http.get(f"{server.url}/identity/{identity_id}", headers={"x-api-key": key}).status_code == 200
+            assert http.get(f"{server.url}/identity/{identity_id}", headers={"x-api-key": unknown_key}).status_code == 401
+            assert http.post(server.url + "/identity", json={"display_name": ""}, headers={"x-api-key": key}).status_code == 422
+            assert http.post(server.url + "/identity", data=b"{", headers={"x-api-key": key, "Content-Type": "application/json"}).status_code == 400
+            # A key where a key does not belong: in the path, in the request id.
+            assert http.get(f"{server.url}/identity/{key}", headers={"x-api-key": key}).status_code == 404
+            assert http.get(server.url + "/healthz", headers={"X-Request-ID": key}).status_code == 200
+    finally:
+        server.stop()
+
+    stdout, stderr = server.stdout(), server.stderr()
+    assert key not in stdout + stderr and unknown_key not in stdout + stderr
+    out_lines = [json.loads(line) for line in stdout.splitlines()]
+    err_lines = [json.loads(line) for line in stderr.splitlines()]  # gunicorn's own lines are JSON too
+    assert any(line["logger"] == "gunicorn.error" for line in err_lines)
+    access = [line for line in out_lines if line["logger"] == "identity.access"]
+    assert [(line["method"], line["route"], line["status"]) for line in access if line["route"] != "/readyz"] == [
+        ("POST", "/identity", 201),
+        ("GET", "/identity/<identity_id>", 200),
+        ("GET", "/identity/<identity_id>", 401),
+        ("POST", "/identity", 422),
+        ("POST", "/identity", 400),
+        ("GET", "/identity/<identity_id>", 404),
+        ("GET", "/healthz", 200),
+    ]
+    key_ids = {line["key_id"] for line in access if line["status"] != 401 and line["route"] not in ("/healthz", "/readyz")}
+    assert len(key_ids) == 1 and None not in key_ids
+    assert all(len(line["request_id"]) == 32 for line in access)

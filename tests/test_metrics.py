@@ -1,9 +1,15 @@
 """Prometheus metrics at /metrics: requests by route and status, latency, identities created."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from identity.config import settings_from_env
+from tests.conftest import USER_WALLET
+from tests.live import LiveServer
 
 ROUTE = "/identity/<identity_id>"
 
@@ -86,3 +92,28 @@ def test_metrics_can_be_turned_off(client):
 @pytest.mark.parametrize("raw, enabled", [("", True), ("true", True), ("1", True), ("false", False), ("OFF", False), ("0", False)])
 def test_the_metrics_setting_reads_true_and_false(raw, enabled):
     assert settings_from_env({"IDENTITY_METRICS_ENABLED": raw})["IDENTITY_METRICS_ENABLED"] is enabled
+
+
+def test_counts_add_up_across_gunicorn_workers(database_path, issue_key):
+    key = issue_key(USER_WALLET)
+    server = LiveServer(f"sqlite:///{database_path}", workers=3).start()
+    try:
+        local = threading.local()
+
+        def fetch(_):
+            local.http = getattr(local, "http", None) or requests.Session()
+            return local.http.get(f"{server.url}/identity/did:identity:ipfs:nope", headers={"x-api-key": key}, timeout=30)
+
+        # Concurrent clients keep every worker busy, so each one serves a share.
+        with ThreadPoolExecutor(max_workers=9) as pool:
+            statuses = [r.status_code for r in pool.map(fetch, range(90))]
+        assert statuses == [404] * 90
+        # Whichever worker answers a scrape, it reports the sum over all of them.
+        totals = {
+            value(scrape(lambda path: requests.get(server.url + path, timeout=10)), "identity_http_requests_total",
+                  route=ROUTE, method="GET", status="404")
+            for _ in range(6)
+        }
+    finally:
+        server.stop()
+    assert totals == {90}

@@ -1,12 +1,16 @@
 """Rate limits per API key: reads and creates have budgets, named by the key's id."""
 
+import os
+import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
 from identity.config import settings_from_env
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
-from tests.live import free_port
+from tests.live import LiveServer, free_port
 
 
 @pytest.fixture
@@ -134,3 +138,42 @@ def test_an_unreachable_shared_storage_falls_back_to_counting_in_the_process(dat
     )
     responses = creates(app.test_client(), user_key, 7)
     assert [r.status_code for r in responses] == [201] * 5 + [429] * 2
+
+
+REDIS_URL = os.environ.get("IDENTITY_TEST_REDIS_URL")
+
+
+@pytest.mark.skipif(
+    not REDIS_URL,
+    reason="IDENTITY_TEST_REDIS_URL is unset: no Redis server to share counts through (.ci/run starts one)",
+)
+def test_workers_share_counts_through_redis(database_path, issue_key):
+    import redis
+
+    key = issue_key(ADMIN_WALLET, "Admin")
+    server = LiveServer(
+        f"sqlite:///{database_path}",
+        workers=3,
+        env={"IDENTITY_RATELIMIT_STORAGE": REDIS_URL, "IDENTITY_RATELIMIT_CREATE": "5/minute"},
+    ).start()
+    try:
+        # Twelve at once: every worker gets some, so per-worker counting would let up to 15 through.
+        def create(i):
+            return requests.post(
+                server.url + "/identity", json={"display_name": f"shared {i}"}, headers={"x-api-key": key}, timeout=30
+            )
+
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            responses = list(pool.map(create, range(12)))
+    finally:
+        server.stop()
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [201] * 5 + [429] * 7
+    refused = next(r for r in responses if r.status_code == 429)
+    assert refused.headers["Content-Type"] == "application/problem+json"
+    assert int(refused.headers["Retry-After"]) > 0
+    assert refused.headers["X-RateLimit-Limit"] == "5" and refused.headers["X-RateLimit-Remaining"] == "0"
+    with sqlite3.connect(database_path) as connection:
+        key_id = connection.execute("SELECT id FROM api_keys").fetchone()[0]
+    names = [name.decode() for name in redis.Redis.from_url(REDIS_URL).keys(f"*{key_id}*")]
+    assert names and not any(key in name for name in names)

@@ -41,7 +41,7 @@ def prepare_database(database_url, wallet, role="Admin"):
 
 
 class LiveServer:
-    """gunicorn with the project's gunicorn.conf.py.
+    """gunicorn with the project's gunicorn.conf.py; `workers=None` leaves their number to it.
 
     Its stdout, stderr and metrics files go to `output_dir`, to read after stop(); without one, to
     a temporary folder removed when the server stops.
@@ -67,6 +67,8 @@ class LiveServer:
             "WEB_CONCURRENCY": str(self.workers), "PROMETHEUS_MULTIPROC_DIR": str(self.output_dir / "metrics"),
             **self.env,
         }
+        if self.workers is None:  # as gunicorn.conf.py decides
+            del env["WEB_CONCURRENCY"]
         with open(self.output_dir / "stdout", "ab") as stdout, open(self.output_dir / "stderr", "ab") as stderr:
             self.process = subprocess.Popen(
                 [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"],

@@ -13,7 +13,8 @@ from tests.live import BIN, ROOT, LiveServer
 OVERRIDES = (
     "HOST", "PORT", "GUNICORN_BIND", "WEB_CONCURRENCY", "GUNICORN_WORKER_CLASS", "GUNICORN_THREADS",
     "GUNICORN_TIMEOUT", "GUNICORN_GRACEFUL_TIMEOUT", "GUNICORN_KEEPALIVE", "GUNICORN_MAX_REQUESTS",
-    "GUNICORN_MAX_REQUESTS_JITTER", "IDENTITY_LOG_LEVEL", "GUNICORN_CMD_ARGS",
+    "GUNICORN_MAX_REQUESTS_JITTER", "GUNICORN_CONTROL_SOCKET", "IDENTITY_LOG_LEVEL", "IDENTITY_RATELIMIT_STORAGE",
+    "GUNICORN_CMD_ARGS",
 )
 
 
@@ -34,14 +35,22 @@ def resolved_config(tmp_path, **env):
 
 def test_defaults_suit_production(tmp_path):
     config = resolved_config(tmp_path)
-    assert config["workers"] == str(2 * os.cpu_count() + 1)
     assert config["bind"] == "['127.0.0.1:8000']"
-    assert config["worker_class"] == "sync"
+    # Rate limits counted in memory are per process: one process, as many threads as workers would be.
+    assert (config["workers"], config["threads"]) == ("1", str(2 * os.cpu_count() + 1))
+    assert config["worker_class"] == "gthread"
     assert (config["timeout"], config["graceful_timeout"], config["keepalive"]) == ("30", "30", "5")
     assert config["errorlog"] == "-" and config["accesslog"] == "None"
     assert config["loglevel"] == "info"
     assert "json_formatter" in config["logconfig_dict"]
     assert config["preload_app"] == "False"
+    assert config["control_socket_disable"] == "True"
+
+
+def test_with_a_shared_rate_limit_storage_workers_follow_the_cpu_count(tmp_path):
+    config = resolved_config(tmp_path, IDENTITY_RATELIMIT_STORAGE="redis://127.0.0.1:6379/0")
+    assert (config["workers"], config["threads"]) == (str(2 * os.cpu_count() + 1), "1")
+    assert config["worker_class"] == "sync"
 
 
 def test_every_setting_is_read_from_the_environment(tmp_path):
@@ -49,7 +58,7 @@ def test_every_setting_is_read_from_the_environment(tmp_path):
         tmp_path,
         HOST="0.0.0.0", PORT="9123", WEB_CONCURRENCY="3", GUNICORN_WORKER_CLASS="gthread", GUNICORN_THREADS="4",
         GUNICORN_TIMEOUT="11", GUNICORN_GRACEFUL_TIMEOUT="7", GUNICORN_KEEPALIVE="2", GUNICORN_MAX_REQUESTS="1000",
-        IDENTITY_LOG_LEVEL="warning",
+        GUNICORN_CONTROL_SOCKET=str(tmp_path / "gunicorn.ctl"), IDENTITY_LOG_LEVEL="warning",
         # Anything else, or any of these again, from GUNICORN_CMD_ARGS, which gunicorn applies last.
         GUNICORN_CMD_ARGS="--max-requests-jitter 50 --backlog 64",
     )
@@ -58,6 +67,7 @@ def test_every_setting_is_read_from_the_environment(tmp_path):
     assert (config["timeout"], config["graceful_timeout"], config["keepalive"]) == ("11", "7", "2")
     assert (config["max_requests"], config["max_requests_jitter"], config["backlog"]) == ("1000", "50", "64")
     assert config["loglevel"] == "warning"
+    assert (config["control_socket"], config["control_socket_disable"]) == (str(tmp_path / "gunicorn.ctl"), "False")
 
 
 def test_bind_takes_ipv6_hosts_and_a_whole_address(tmp_path, monkeypatch):

@@ -140,6 +140,22 @@ def test_an_unreachable_shared_storage_falls_back_to_counting_in_the_process(dat
     assert [r.status_code for r in responses] == [201] * 5 + [429] * 2
 
 
+def test_seven_creates_a_minute_through_the_default_server_show_the_429(database_path, issue_key):
+    """What a new user tries first: `make run` with a limit of 5/minute, then seven creates."""
+    key = issue_key(ADMIN_WALLET, "Admin")
+    server = LiveServer(f"sqlite:///{database_path}", workers=None, env={"IDENTITY_RATELIMIT_CREATE": "5/minute"}).start()
+    try:
+        responses = [
+            requests.post(server.url + "/identity", json={"display_name": f"trial {i}"}, headers={"x-api-key": key}, timeout=30)
+            for i in range(7)
+        ]
+    finally:
+        server.stop()
+    assert [r.status_code for r in responses] == [201] * 5 + [429] * 2
+    assert responses[-1].headers["Content-Type"] == "application/problem+json"
+    assert int(responses[-1].headers["Retry-After"]) > 0
+
+
 REDIS_URL = os.environ.get("IDENTITY_TEST_REDIS_URL")
 
 

@@ -135,6 +135,9 @@ def test_gunicorn_writes_json_lines_and_never_an_api_key(database_path, issue_ke
     out_lines = [json.loads(line) for line in stdout.splitlines()]
     err_lines = [json.loads(line) for line in stderr.splitlines()]  # gunicorn's own lines are JSON too
     assert any(line["logger"] == "gunicorn.error" for line in err_lines)
+    # Two workers counting rate limits in memory: the operator is told, once.
+    [warning] = [line for line in err_lines if line["level"] == "WARNING"]
+    assert "IDENTITY_RATELIMIT_STORAGE is memory:// with 2 worker processes" in warning["message"]
     access = [line for line in out_lines if line["logger"] == "identity.access"]
     assert [(line["method"], line["route"], line["status"]) for line in access if line["route"] != "/readyz"] == [
         ("POST", "/identity", 201),

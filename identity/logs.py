@@ -1,8 +1,9 @@
 """Structured logs: every line one JSON object carrying its request's id; one access line per request.
 
 The access line goes to standard output, everything else to standard error. gunicorn.conf.py hands
-`logging_config()` to gunicorn, so its own lines are JSON too. No log line is ever built from request
-headers or bodies, so an API key cannot reach the logs: a request is named by its route and key id.
+`logging_config()` to gunicorn, so its own lines are JSON too. No log line is built from a request's
+body, path or headers (but a vetted X-Request-ID), so an API key cannot reach the logs: a request is
+named by its route and its key's id.
 """
 
 import logging

@@ -4,7 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
-WORKERS ?= 2
+# Empty: gunicorn.conf.py decides (WEB_CONCURRENCY, else 2 x CPUs + 1).
+WORKERS ?=
 FLASK  := $(BIN)/flask --app app
 
 .PHONY: install run dev test lint upgrade clean
@@ -23,7 +24,7 @@ upgrade: install
 
 run: upgrade
 	@$(FLASK) keys bootstrap --base-url http://$(HOST):$(PORT)
-	$(BIN)/gunicorn --bind $(HOST):$(PORT) --workers $(WORKERS) app:app
+	HOST=$(HOST) PORT=$(PORT) $(if $(WORKERS),WEB_CONCURRENCY=$(WORKERS)) $(BIN)/gunicorn -c gunicorn.conf.py app:app
 
 dev: upgrade
 	$(FLASK) run --debug --host $(HOST) --port $(PORT)

@@ -12,7 +12,7 @@ def create_app(config=None):
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
 
-    from . import docs, request_id
+    from . import docs, headers, limits, logs, metrics, request_id
     from .api import blp
     from .cli import keys
     from .config import settings_from_env
@@ -27,6 +27,8 @@ def create_app(config=None):
         if config.get("DATABASE_URL"):
             app.config["SQLALCHEMY_DATABASE_URI"] = config["DATABASE_URL"]
 
+    # First, so that nothing logs before the log lines are JSON.
+    logs.init_app(app)
     db.init_app(app)
     with app.app_context():
         if db.engine.dialect.name == "sqlite":
@@ -38,5 +40,8 @@ def create_app(config=None):
     api.register_blueprint(blp)
     register_error_handlers(app)
     request_id.init_app(app)
+    headers.init_app(app)
+    metrics.init_app(app)
+    limits.init_app(app)
     app.cli.add_command(keys)
     return app

@@ -7,11 +7,12 @@ from flask_smorest import Blueprint
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 
-from . import service
+from . import limits, metrics, service
 from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
 from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE
 from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
 from .extensions import db
+from .headers import conditional
 from .schemas import (
     CONTENT_ID_PATTERN,
     IDENTITY_ID_PATTERN,
@@ -94,15 +95,31 @@ ETAG = {
     "example": ETAG_EXAMPLE,
 }
 LOCATION = {"schema": {"type": "string", "pattern": "^/identity/" + IDENTITY_ID_PATTERN[1:]}}
+_STRING = {"schema": {"type": "string"}}
+ETAG_HEADERS = {
+    "ETag": {"description": "Strong tag of this exact body; send it back in If-None-Match.", **_STRING},
+    "Cache-Control": {"description": "private", **_STRING},
+}
+TOO_MANY = "This key's budget for the route is spent; retry after Retry-After seconds."
+RATELIMIT_HEADERS = {
+    "Retry-After": {"description": "Seconds until the budget is renewed.", **_STRING},
+    "X-RateLimit-Limit": {"description": "Requests allowed in the window.", **_STRING},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window.", **_STRING},
+    "X-RateLimit-Reset": {"description": "When the window ends, in Unix seconds.", **_STRING},
+}
 
 
 @blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
 @blp.route("/identities/<identity_id>", endpoint="get_identity_plural", parameters=[IDENTITY_ID])
 @auth.login_required
+@limits.reads
+@conditional
 @blp.doc(security=API_KEY)
-@blp.response(200, identity_schema, example=IDENTITY_EXAMPLE)
+@blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
+@blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
 @blp.problem(401, **UNAUTHORIZED)
 @blp.problem(404, NOT_FOUND)
+@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @blp.problem(503, **UNAVAILABLE)
 def get_identity(identity_id):
     """Fetch an Identity by its identity_id."""
@@ -112,6 +129,8 @@ def get_identity(identity_id):
 @blp.route("/identity/<identity_id>/content", endpoint="get_identity_content", parameters=[IDENTITY_ID])
 @blp.route("/identities/<identity_id>/content", endpoint="get_identity_content_plural", parameters=[IDENTITY_ID])
 @auth.login_required
+@limits.reads
+@conditional
 @blp.doc(security=API_KEY)
 @blp.response(
     200,
@@ -119,10 +138,12 @@ def get_identity(identity_id):
     description="The canonical bytes (RFC 8785) that the content_id is the CID of: "
     "their CIDv1 (raw, sha2-256, base32) is the content_id, and `ipfs add --cid-version 1` gives the same.",
     example=CONTENT_EXAMPLE,
-    headers={"ETag": ETAG},
+    headers={"ETag": ETAG, "Cache-Control": ETAG_HEADERS["Cache-Control"]},
 )
+@blp.alt_response(304, description="If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
 @blp.problem(401, **UNAUTHORIZED)
 @blp.problem(404, NOT_FOUND)
+@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @blp.problem(503, **UNAVAILABLE)
 def get_identity_content(identity_id):
     """Fetch an Identity's content, byte for byte as its content_id hashes it."""
@@ -142,6 +163,7 @@ def _identity_or_404(identity_id):
 @blp.route("/identity", methods=["POST"], endpoint="create_identity")
 @blp.route("/identities", methods=["POST"], endpoint="create_identity_plural")
 @auth.login_required
+@limits.creates
 @blp.doc(security=API_KEY)
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
@@ -164,10 +186,12 @@ def _identity_or_404(identity_id):
         errors={"display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]},
     ),
 )
+@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @blp.problem(503, **UNAVAILABLE)
 def create_identity(fields):
     """Create an off-chain Identity."""
     identity = service.create_identity(fields, current_caller())
+    metrics.count_identity_created()
     return identity, 201, {"Location": f"/identity/{identity.identity_id}"}
 
 

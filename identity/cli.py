@@ -1,4 +1,4 @@
-"""`flask keys ...`: issue, list and revoke API keys."""
+"""`flask keys ...`: issue, list, rotate and revoke API keys."""
 
 import click
 from flask.cli import with_appcontext
@@ -8,7 +8,7 @@ from . import service
 
 @click.group()
 def keys():
-    """Issue, list and revoke API keys."""
+    """Issue, list, rotate and revoke API keys."""
 
 
 @keys.command("create")
@@ -54,6 +54,27 @@ def revoke_key(key_id, wallet):
     if count == 0:
         raise click.ClickException("No live key matched.")
     click.echo(f"Revoked {count} key{'s' if count != 1 else ''}.")
+
+
+@keys.command("rotate")
+@click.argument("key_id")
+@with_appcontext
+def rotate_key(key_id):
+    """Replace a key: issue a new one for the same user and revoke KEY_ID (see `keys list`).
+
+    The new key is printed once, alone on the last line. The old one is refused from the next
+    request on, by every worker: no worker caches keys.
+    """
+    try:
+        key, api_key = service.rotate_key(key_id)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="KEY_ID") from None
+    click.echo(
+        f"Revoked key {key_id} and issued key {api_key.id} for {api_key.user.wallet} ({api_key.user.role}). "
+        "It is shown once; store it now.",
+        err=True,
+    )
+    click.echo(key)
 
 
 DEVELOPMENT_WALLET = "0x1111111111111111111111111111111111111111"

@@ -1,9 +1,14 @@
 """Settings, read once from the environment when the app is built."""
 
+import logging
 import os
 import re
 
+from limits import parse_many
+
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9]+")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def _int(environ, name, default):
@@ -14,6 +19,31 @@ def _int(environ, name, default):
         return int(raw)
     except ValueError:
         raise ValueError(f"{name} must be a whole number, not {raw!r}") from None
+
+
+def _bool(environ, name, default):
+    raw = (environ.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in _TRUE | _FALSE:
+        return raw in _TRUE
+    raise ValueError(f"{name} must be true or false, not {raw!r}")
+
+
+def _rate_limit(environ, name, default):
+    value = environ.get(name) or default
+    try:
+        parse_many(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a rate limit such as 120/minute, not {value!r}") from None
+    return value
+
+
+def _log_level(environ, name, default):
+    level = (environ.get(name) or default).upper()
+    if not isinstance(logging.getLevelName(level), int):
+        raise ValueError(f"{name} must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {level!r}")
+    return level
 
 
 def settings_from_env(environ=None):
@@ -30,6 +60,13 @@ def settings_from_env(environ=None):
         "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),
         "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
         "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
+        # Per API key; see identity/limits.py for what counts and how.
+        "IDENTITY_RATELIMIT_READ": _rate_limit(environ, "IDENTITY_RATELIMIT_READ", "120/minute"),
+        "IDENTITY_RATELIMIT_CREATE": _rate_limit(environ, "IDENTITY_RATELIMIT_CREATE", "30/minute"),
+        # memory:// counts per worker process; redis://... shares counts between workers and nodes.
+        "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
+        "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
+        "IDENTITY_LOG_LEVEL": _log_level(environ, "IDENTITY_LOG_LEVEL", "INFO"),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",

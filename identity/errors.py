@@ -3,11 +3,12 @@
 import logging
 
 import flask_smorest
-from flask import current_app, g, json
+from flask import current_app, json
 from flask_smorest.utils import prepare_response
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.http import HTTP_STATUS_CODES
 
+from . import request_id
 from .schemas import ProblemSchema
 
 PROBLEM_MIMETYPE = "application/problem+json"
@@ -114,7 +115,7 @@ class ProblemApi(flask_smorest.Api):
         extra = {}
         detail = error.description
         if status >= 500:
-            extra["request_id"] = g.get("request_id")
+            extra["request_id"] = request_id.current_request_id()
             detail = "The service failed to handle this request. Quote the request_id when reporting it."
         elif status == 422:
             # The exception the Python API (identity.seed) raises, so that both say the same.

@@ -5,17 +5,34 @@ import uuid
 
 from flask import g, request
 
+# The module, not the name: auth imports errors, which imports this module.
+from . import auth
+
 HEADER = "X-Request-ID"
+# Short and printable ASCII only: the id is copied into headers and log lines, so nothing that could
+# split a line, smuggle a header or flood the logs is ever echoed.
 _SAFE = re.compile(r"[\x21-\x7e]{1,128}")
 
 
+def _is_safe(incoming):
+    # A client that sends its API key as a request id must not get it written to the logs.
+    return _SAFE.fullmatch(incoming) is not None and auth.KEY_PREFIX not in incoming
+
+
+def current_request_id():
+    """The id of the request being served, assigned on first use."""
+    if "request_id" not in g:
+        incoming = request.headers.get(HEADER, "")
+        g.request_id = incoming if _is_safe(incoming) else uuid.uuid4().hex
+    return g.request_id
+
+
 def assign_request_id():
-    incoming = request.headers.get(HEADER, "")
-    g.request_id = incoming if _SAFE.fullmatch(incoming) else uuid.uuid4().hex
+    current_request_id()
 
 
 def send_request_id(response):
-    response.headers[HEADER] = g.get("request_id") or uuid.uuid4().hex
+    response.headers[HEADER] = current_request_id()
     return response
 
 

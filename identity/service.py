@@ -76,7 +76,6 @@ def issue_key(wallet, role=None):
     if role is not None and role not in ROLES:
         raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
     wallet = checksum_wallet(wallet)
-    key, key_hash = new_api_key()
     with write_transaction() as session:
         user = session.execute(select(User).where(User.wallet == wallet)).scalar_one_or_none()
         if user is None:
@@ -85,8 +84,14 @@ def issue_key(wallet, role=None):
         elif role is not None and user.role != role:
             user.role = role
             user.updated_at = utcnow()
-        api_key = ApiKey(user=user, key_hash=key_hash, hint=key[:9])
-        session.add(api_key)
+        key, api_key = _add_key(session, user)
+    return key, api_key
+
+
+def _add_key(session, user):
+    key, key_hash = new_api_key()
+    api_key = ApiKey(user=user, key_hash=key_hash, hint=key[:9])
+    session.add(api_key)
     return key, api_key
 
 
@@ -112,3 +117,19 @@ def revoke_key(key_id=None, wallet=None):
         for api_key in keys:
             api_key.revoked_at = now
     return len(keys)
+
+
+def rotate_key(key_id):
+    """Issue a new key for the user of live key `key_id` and revoke that key, in one transaction.
+
+    Returns (plaintext key, new ApiKey). Raises ValueError when no live key has that id.
+    """
+    with write_transaction() as session:
+        old = session.execute(
+            select(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
+        ).scalar_one_or_none()
+        if old is None:
+            raise ValueError(f"No live key has the id {key_id!r}.")
+        old.revoked_at = utcnow()
+        key, api_key = _add_key(session, old.user)
+    return key, api_key

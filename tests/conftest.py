@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from identity import service
+from identity import create_app, service
 
 # pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py).
 pytest_plugins = ["pytester"]
@@ -10,6 +10,27 @@ pytest_plugins = ["pytester"]
 ADMIN_WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 USER_WALLET = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
 OTHER_WALLET = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
+
+
+# Most tests make many requests with one key; those about rate limits set their own, lower limits.
+UNLIMITED = {"IDENTITY_RATELIMIT_READ": "100000/minute", "IDENTITY_RATELIMIT_CREATE": "100000/minute"}
+
+
+def make_app(database_path, **config):
+    """Another app on an existing SQLite file, for tests that need two apps or odd settings."""
+    return create_app({"DATABASE_URL": f"sqlite:///{database_path}", "TESTING": True, **UNLIMITED, **config})
+
+
+@pytest.fixture
+def app_config():
+    """Settings of this test's app, over UNLIMITED rate limits; a test module may override it."""
+    return {}
+
+
+@pytest.fixture
+def identity_config(app_config):
+    # The plugin's fixture, given this suite's defaults.
+    return {**UNLIMITED, **app_config}
 
 
 @pytest.fixture

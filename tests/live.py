@@ -1,14 +1,18 @@
 """A real gunicorn serving the app on a free loopback port, for end-to-end tests."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import requests
+
+from tests.conftest import UNLIMITED
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -37,12 +41,20 @@ def prepare_database(database_url, wallet, role="Admin"):
 
 
 class LiveServer:
-    def __init__(self, database_url, workers=2, env=None):
+    """gunicorn with the project's gunicorn.conf.py; `workers=None` leaves their number to it.
+
+    Its stdout, stderr and metrics files go to `output_dir`, to read after stop(); without one, to
+    a temporary folder removed when the server stops.
+    """
+
+    def __init__(self, database_url, workers=2, env=None, output_dir=None):
         self.database_url = database_url
         self.workers = workers
-        self.env = env or {}
+        self.env = {**UNLIMITED, **(env or {})}
         self.process = None
         self.port = None
+        self.keep_output = output_dir is not None
+        self.output_dir = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="identity-live-"))
 
     @property
     def url(self):
@@ -50,15 +62,22 @@ class LiveServer:
 
     def start(self, timeout=30):
         self.port = free_port()
-        env = {**os.environ, "DATABASE_URL": self.database_url, **self.env}
-        self.process = subprocess.Popen(
-            [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers), "app:app"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        )
+        env = {
+            **os.environ, "DATABASE_URL": self.database_url, "HOST": "127.0.0.1", "PORT": str(self.port),
+            "WEB_CONCURRENCY": str(self.workers), "PROMETHEUS_MULTIPROC_DIR": str(self.output_dir / "metrics"),
+            **self.env,
+        }
+        if self.workers is None:  # as gunicorn.conf.py decides
+            del env["WEB_CONCURRENCY"]
+        with open(self.output_dir / "stdout", "ab") as stdout, open(self.output_dir / "stderr", "ab") as stderr:
+            self.process = subprocess.Popen(
+                [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"],
+                cwd=ROOT, env=env, stdout=stdout, stderr=stderr, start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError("gunicorn exited: " + self.process.stderr.read().decode(errors="replace")[-2000:])
+                raise RuntimeError("gunicorn exited: " + self.stderr()[-2000:])
             try:
                 if requests.get(self.url + "/readyz", timeout=5).status_code == 200:
                     return self
@@ -72,6 +91,7 @@ class LiveServer:
         """SIGKILL the master and every worker at once, as a crash would."""
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
+        self._remove_output()
 
     def stop(self):
         if self.process and self.process.poll() is None:
@@ -80,5 +100,14 @@ class LiveServer:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.process and self.process.stderr:
-            self.process.stderr.close()
+        self._remove_output()
+
+    def _remove_output(self):
+        if not self.keep_output:
+            shutil.rmtree(self.output_dir, ignore_errors=True)
+
+    def stdout(self):
+        return (self.output_dir / "stdout").read_text(errors="replace")
+
+    def stderr(self):
+        return (self.output_dir / "stderr").read_text(errors="replace")

@@ -1,4 +1,4 @@
-"""flask keys ...: issue, list, revoke, bootstrap; and db upgrade."""
+"""flask keys ...: issue, list, rotate, revoke, bootstrap; and db upgrade."""
 
 import re
 
@@ -82,6 +82,46 @@ def test_keys_revoke_by_wallet_stops_all_its_keys(runner, client):
 def test_keys_revoke_of_nothing_fails(runner):
     assert runner.invoke(args=["keys", "revoke", "no-such-id"]).exit_code != 0
     assert runner.invoke(args=["keys", "revoke"]).exit_code != 0
+
+
+def key_id_of(runner, key):
+    listing = runner.invoke(args=["keys", "list"]).output
+    return next(line.split()[0] for line in listing.splitlines() if key[:9] in line)
+
+
+def test_keys_rotate_issues_a_new_key_for_the_same_user_and_revokes_the_old(runner, client):
+    old = issue(runner, "--wallet", USER_WALLET, "--role", "Admin")
+    old_id = key_id_of(runner, old)
+    result = runner.invoke(args=["keys", "rotate", old_id])
+    assert result.exit_code == 0, result.output
+    new = result.stdout.strip().splitlines()[-1]
+    assert KEY.fullmatch(new) and new != old
+    assert old_id in result.stderr
+    assert client.get("/identity/x", headers={"x-api-key": old}).status_code == 401
+    created = client.post("/identity", json={"display_name": "rotated", "creator": ADMIN_WALLET}, headers={"x-api-key": new})
+    assert created.status_code == 201  # same user, same role
+    assert created.get_json()["creator"]["wallet"] == ADMIN_WALLET
+    listing = runner.invoke(args=["keys", "list"]).output.splitlines()
+    assert sum(USER_WALLET in line for line in listing) == 2
+    assert next(line for line in listing if line.startswith(old_id)).split()[-1] != "-"
+    assert next(line for line in listing if new[:9] in line).split()[-1] == "-"
+
+
+def test_keys_rotate_leaves_the_users_other_keys_alone(runner, client):
+    first, second = issue(runner, "--wallet", USER_WALLET), issue(runner, "--wallet", USER_WALLET)
+    assert runner.invoke(args=["keys", "rotate", key_id_of(runner, first)]).exit_code == 0
+    assert client.get("/identity/x", headers={"x-api-key": second}).status_code == 404
+
+
+def test_keys_rotate_refuses_an_unknown_or_revoked_key(runner):
+    key = issue(runner, "--wallet", USER_WALLET)
+    key_id = key_id_of(runner, key)
+    assert runner.invoke(args=["keys", "revoke", key_id]).exit_code == 0
+    for candidate in (key_id, "no-such-id"):
+        result = runner.invoke(args=["keys", "rotate", candidate])
+        assert result.exit_code != 0
+        assert not KEY.search(result.output)
+    assert runner.invoke(args=["keys", "rotate"]).exit_code != 0
 
 
 def test_keys_bootstrap_issues_a_first_admin_key_only_once(runner, client):

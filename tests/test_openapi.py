@@ -20,12 +20,12 @@ IDENTITIES = "/identities/{identity_id}"
 # The status codes the contract gives for each operation, besides the "default" response (404 unknown
 # path, 405 wrong method, 500); every route that reads the database may also answer 503 when it does not answer.
 CONTRACT_STATUSES = {
-    (IDENTITY, "get"): {200, 401, 404, 503},
-    (IDENTITIES, "get"): {200, 401, 404, 503},
-    (IDENTITY + "/content", "get"): {200, 401, 404, 503},
-    (IDENTITIES + "/content", "get"): {200, 401, 404, 503},
-    ("/identity", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 503},
-    ("/identities", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 503},
+    (IDENTITY, "get"): {200, 304, 401, 404, 429, 503},
+    (IDENTITIES, "get"): {200, 304, 401, 404, 429, 503},
+    (IDENTITY + "/content", "get"): {200, 304, 401, 404, 429, 503},
+    (IDENTITIES + "/content", "get"): {200, 304, 401, 404, 429, 503},
+    ("/identity", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
+    ("/identities", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
     ("/healthz", "get"): {200},
     ("/readyz", "get"): {200, 503},
 }

@@ -1,0 +1,97 @@
+"""gunicorn's settings for production: `gunicorn -c gunicorn.conf.py app:app` (what `make run` does).
+
+Every setting reads an environment variable first; GUNICORN_CMD_ARGS can override any other
+gunicorn setting on top (gunicorn applies it after this file).
+"""
+
+import multiprocessing
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+# prometheus_client picks its multiprocess mode when it is first imported, so the directory must be
+# in the environment, and exist, before anything imports it: here, in the master, before the import
+# of identity below and before any worker forks. Without one given, a fresh directory is made, and
+# removed when the server exits. (The marker survives a reload, which runs this file again.)
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ["IDENTITY_OWN_METRICS_DIR"] = tempfile.mkdtemp(
+        prefix="identity-metrics-"
+    )
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+
+from prometheus_client import multiprocess  # noqa: E402
+
+from identity.config import settings_from_env  # noqa: E402
+from identity.logs import logging_config  # noqa: E402
+
+_settings = settings_from_env()
+
+
+def _env_int(name, default):
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw else default
+
+
+def _bind_address():
+    host = os.environ.get("HOST") or "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address
+    return f"{host}:{_env_int('PORT', 8000)}"
+
+
+bind = os.environ.get("GUNICORN_BIND") or _bind_address()
+
+# Rate limits counted in memory:// are per process. Several processes would each allow a key its
+# whole budget, so with that storage the default is one process, serving with threads; with a
+# shared storage (redis://...), the usual rule for synchronous workers: two per core, plus one.
+_cores = multiprocessing.cpu_count()
+_limits_per_process = _settings["IDENTITY_RATELIMIT_STORAGE"].startswith("memory://")
+workers = _env_int("WEB_CONCURRENCY", 1 if _limits_per_process else 2 * _cores + 1)
+threads = _env_int("GUNICORN_THREADS", 2 * _cores + 1 if workers == 1 else 1)
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or ("gthread" if threads > 1 else "sync")
+
+# A worker silent this long is killed and replaced.
+timeout = _env_int("GUNICORN_TIMEOUT", 30)
+# On SIGTERM, workers finish the requests they hold for up to this long before they are killed.
+graceful_timeout = _env_int("GUNICORN_GRACEFUL_TIMEOUT", 30)
+# Seconds an idle keep-alive connection is held (threaded and async workers; sync ones close).
+keepalive = _env_int("GUNICORN_KEEPALIVE", 5)
+# Recycle workers now and then, so that a slow leak cannot grow without bound (0: never).
+max_requests = _env_int("GUNICORN_MAX_REQUESTS", 0)
+max_requests_jitter = _env_int("GUNICORN_MAX_REQUESTS_JITTER", 0)
+# gunicorn's control socket lets whoever can reach it resize or stop the server; its default path is
+# one per user, shared by every gunicorn that user runs. Off unless a path is given.
+control_socket = os.environ.get("GUNICORN_CONTROL_SOCKET") or None
+control_socket_disable = control_socket is None
+
+# Logs: JSON lines, the app's access line on stdout, everything else (gunicorn's own lines
+# included) on stderr.
+loglevel = _settings["IDENTITY_LOG_LEVEL"].lower()
+errorlog = "-"
+accesslog = None
+logconfig_dict = logging_config(_settings["IDENTITY_LOG_LEVEL"])
+
+
+def on_starting(server):
+    # Once per master, before any worker: samples a previous run left in a directory the operator
+    # gave would otherwise be added to this run's.
+    for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
+        stale.unlink()
+    if _limits_per_process and server.cfg.workers > 1:
+        server.log.warning(
+            "IDENTITY_RATELIMIT_STORAGE is memory:// with %d worker processes: each counts alone, so a key "
+            "can make up to %d times its limit. Set IDENTITY_RATELIMIT_STORAGE=redis://... to share counts.",
+            server.cfg.workers, server.cfg.workers,
+        )
+
+
+def child_exit(server, worker):
+    # A dead worker's counters stay (totals must not go down); its live gauges go.
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    if directory == os.environ.get("IDENTITY_OWN_METRICS_DIR"):
+        shutil.rmtree(directory, ignore_errors=True)

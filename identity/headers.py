@@ -1,0 +1,36 @@
+"""Response headers: conditional GET for cacheable representations, and what every response carries."""
+
+from functools import wraps
+
+from flask import current_app, request
+
+
+def conditional(view):
+    """Give the view's response a strong ETag and answer a matching If-None-Match with 304.
+
+    The ETag is a hash of the exact body sent: an identity's content never changes, but its
+    embedded creator's last_login does, so a tag of the content alone would vouch for a body
+    that is no longer the one served. The body is the same for every caller, but it is served
+    only behind a key: a shared cache must not hand it to a client without one (private).
+    """
+
+    @wraps(view)
+    def wrapper(*args, **kwargs):
+        response = current_app.make_response(view(*args, **kwargs))
+        response.add_etag()
+        response.headers["Cache-Control"] = "private"
+        # Werkzeug compares If-None-Match weakly, as RFC 9110 asks, and knows "*" and lists of
+        # tags; a 304 keeps the ETag and Cache-Control headers and loses the body.
+        return response.make_conditional(request)
+
+    return wrapper
+
+
+def add_security_headers(response):
+    # Browsers must not guess a type for problem+json or JSON bodies and then render them.
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
+
+
+def init_app(app):
+    app.after_request(add_security_headers)

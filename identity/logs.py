@@ -1,0 +1,96 @@
+"""Structured logs: every line one JSON object carrying its request's id; one access line per request.
+
+The access line goes to standard output, everything else to standard error. gunicorn.conf.py hands
+`logging_config()` to gunicorn, so its own lines are JSON too. No log line is built from a request's
+body, path or headers (but a vetted X-Request-ID), so an API key cannot reach the logs: a request is
+named by its route and its key's id.
+"""
+
+import logging
+import logging.config
+import time
+
+from flask import g, has_request_context, request
+from pythonjsonlogger.json import JsonFormatter
+
+from .auth import current_caller
+from .request_id import current_request_id
+
+access_log = logging.getLogger("identity.access")
+
+
+class RequestIdFilter(logging.Filter):
+    """Stamp each record with the id of the request it was logged in (null outside requests)."""
+
+    def filter(self, record):
+        if not hasattr(record, "request_id"):
+            record.request_id = current_request_id() if has_request_context() else None
+        return True
+
+
+def json_formatter():
+    """The formatter of every log line: time, level, logger, message, request_id, then any extras."""
+    return JsonFormatter(
+        "%(levelname)s %(name)s %(message)s %(request_id)s",
+        rename_fields={"levelname": "level", "name": "logger"},
+        timestamp="time",
+    )
+
+
+def logging_config(level="INFO"):
+    """A logging.config.dictConfig mapping that makes every logger in the process write JSON."""
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "filters": ["request_id"]}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": json_formatter}},
+        "filters": {"request_id": {"()": RequestIdFilter}},
+        "handlers": {
+            "stdout": {**handler, "stream": "ext://sys.stdout"},
+            "stderr": {**handler, "stream": "ext://sys.stderr"},
+        },
+        "root": {"level": level, "handlers": ["stderr"]},
+        "loggers": {
+            "identity.access": {"handlers": ["stdout"], "propagate": False},
+            "gunicorn.error": {"level": level, "handlers": ["stderr"], "propagate": False},
+            # The app writes the access line (it knows the route and the key id); gunicorn's would
+            # be a second, poorer line per request.
+            "gunicorn.access": {"handlers": [], "propagate": False},
+        },
+    }
+
+
+def start_timer():
+    g.request_started = time.perf_counter()
+
+
+def log_access(response):
+    started = g.get("request_started")
+    caller = current_caller()
+    # The rule, not the path: one route is one value, and no id or stray secret in a URL is copied
+    # into the logs. Unmatched paths (404, 405) have no rule.
+    route = request.url_rule.rule if request.url_rule else None
+    access_log.info(
+        "%s %s %s",
+        request.method,
+        route,
+        response.status_code,
+        extra={
+            "method": request.method,
+            "route": route,
+            "status": response.status_code,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3) if started else None,
+            "request_id": current_request_id(),
+            "key_id": caller.key_id if caller else None,
+        },
+    )
+    return response
+
+
+def init_app(app):
+    # A process nobody configured logging for (flask run, a script) gets the same JSON lines as
+    # gunicorn; one that did (gunicorn.conf.py, pytest) keeps its own handlers.
+    if not logging.getLogger().handlers:
+        logging.config.dictConfig(logging_config(app.config["IDENTITY_LOG_LEVEL"]))
+    app.before_request(start_timer)
+    app.after_request(log_access)

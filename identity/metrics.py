@@ -1,0 +1,65 @@
+"""Prometheus metrics at /metrics: requests by route and status, their latency, identities created.
+
+Under gunicorn, PROMETHEUS_MULTIPROC_DIR (set by gunicorn.conf.py before any worker starts) puts
+prometheus_client in multiprocess mode: every worker writes its samples to files in that directory,
+and a scrape, whichever worker answers it, adds them all up. Without it (flask run, the test client)
+the process's own registry is served.
+"""
+
+import os
+import time
+
+from flask import g, request
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
+from prometheus_client.exposition import choose_encoder
+
+# Routes are URL rules, never raw paths: one label value per route, however many ids are asked for.
+UNMATCHED = "<unmatched>"
+
+REQUESTS = Counter(
+    "identity_http_requests", "HTTP requests answered, by route, method and status.", ["route", "method", "status"]
+)
+LATENCY = Histogram(
+    "identity_http_request_duration_seconds", "Time to answer an HTTP request, by route and method.", ["route", "method"]
+)
+IDENTITIES_CREATED = Counter("identity_identities_created", "Identities created.")
+
+
+def count_identity_created():
+    IDENTITIES_CREATED.inc()
+
+
+def start_timer():
+    g.metrics_started = time.perf_counter()
+
+
+def observe(response):
+    route = request.url_rule.rule if request.url_rule else UNMATCHED
+    REQUESTS.labels(route, request.method, str(response.status_code)).inc()
+    started = g.get("metrics_started")
+    if started is not None:
+        LATENCY.labels(route, request.method).observe(time.perf_counter() - started)
+    return response
+
+
+def _registry():
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Built per scrape, as prometheus_client's multiprocess documentation asks.
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return registry
+    return REGISTRY
+
+
+def serve_metrics():
+    """The metrics in the Prometheus text format (or OpenMetrics, if the scraper asks for it)."""
+    encoder, content_type = choose_encoder(request.headers.get("Accept"))
+    return encoder(_registry()), 200, {"Content-Type": content_type}
+
+
+def init_app(app):
+    if not app.config["IDENTITY_METRICS_ENABLED"]:
+        return
+    app.before_request(start_timer)
+    app.after_request(observe)
+    app.add_url_rule("/metrics", "metrics", serve_metrics)

@@ -1,0 +1,127 @@
+"""HTTP caching of an identity (ETag, If-None-Match, Cache-Control) and headers every response carries."""
+
+import hashlib
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import update
+
+from identity.extensions import db
+from identity.models import User
+from tests.conftest import USER_WALLET, make_app
+
+
+@pytest.fixture
+def identity_id(create):
+    return create({"display_name": "Cached"}).get_json()["identity_id"]
+
+
+def get(client, key, identity_id, path="/identity", **headers):
+    return client.get(f"{path}/{identity_id}", headers={"x-api-key": key, **headers})
+
+
+def test_an_identity_carries_a_strong_etag_of_its_body_and_is_private(client, user_key, identity_id):
+    response = get(client, user_key, identity_id)
+    assert response.status_code == 200
+    etag = response.headers["ETag"]
+    assert not etag.startswith("W/")
+    assert etag == f'"{hashlib.sha1(response.data).hexdigest()}"'
+    assert response.headers["Cache-Control"] == "private"
+
+
+def test_both_paths_give_the_same_etag(client, user_key, identity_id):
+    singular = get(client, user_key, identity_id)
+    plural = get(client, user_key, identity_id, path="/identities")
+    assert singular.headers["ETag"] == plural.headers["ETag"]
+
+
+def test_if_none_match_with_the_current_etag_is_304_without_a_body(client, user_key, identity_id):
+    etag = get(client, user_key, identity_id).headers["ETag"]
+    response = get(client, user_key, identity_id, **{"If-None-Match": etag})
+    assert response.status_code == 304
+    assert response.data == b""
+    assert response.headers["ETag"] == etag
+    assert response.headers["Cache-Control"] == "private"
+
+
+@pytest.mark.parametrize("tags", ["*", '"nope", {etag}, "other"', 'W/{etag}', '"nope",{etag}'])
+def test_if_none_match_star_lists_and_weak_forms_match(client, user_key, identity_id, tags):
+    etag = get(client, user_key, identity_id).headers["ETag"]
+    response = get(client, user_key, identity_id, **{"If-None-Match": tags.format(etag=etag)})
+    assert response.status_code == 304
+    assert response.data == b""
+
+
+def test_head_with_the_current_etag_is_304(client, user_key, identity_id):
+    etag = get(client, user_key, identity_id).headers["ETag"]
+    response = client.head(f"/identity/{identity_id}", headers={"x-api-key": user_key, "If-None-Match": etag})
+    assert response.status_code == 304
+
+
+@pytest.mark.parametrize("tags", ['"something-else"', '"a", "b"', 'W/"x"'])
+def test_if_none_match_with_other_tags_is_200_with_the_body(client, user_key, identity_id, tags):
+    response = get(client, user_key, identity_id, **{"If-None-Match": tags})
+    assert response.status_code == 200
+    assert response.get_json()["identity_id"] == identity_id
+
+
+def test_the_etag_changes_when_the_body_does(app, client, user_key, identity_id):
+    before = get(client, user_key, identity_id)
+    # The creator's last_login is part of the body; move it as a later login would.
+    with app.app_context():
+        db.session.execute(update(User).values(last_login=datetime(2020, 1, 1, tzinfo=UTC)))
+        db.session.commit()
+    after = get(client, user_key, identity_id, **{"If-None-Match": before.headers["ETag"]})
+    assert after.status_code == 200
+    assert after.headers["ETag"] != before.headers["ETag"]
+
+
+def test_a_refused_or_missing_identity_gets_no_etag(client, user_key, identity_id):
+    assert "ETag" not in get(client, "idsk_" + "A" * 43, identity_id).headers
+    assert "ETag" not in get(client, user_key, "did:identity:ipfs:nope").headers
+
+
+def test_a_304_needs_a_valid_key_first(client, user_key, identity_id):
+    etag = get(client, user_key, identity_id).headers["ETag"]
+    assert get(client, "idsk_" + "A" * 43, identity_id, **{"If-None-Match": etag}).status_code == 401
+
+
+@pytest.fixture
+def failing_app(database_path):
+    app = make_app(database_path, TESTING=False, IDENTITY_RATELIMIT_CREATE="4/minute")
+
+    @app.route("/boom")
+    def boom():
+        raise RuntimeError("boom")
+
+    return app
+
+
+def test_every_response_says_nosniff_and_carries_a_request_id(failing_app, issue_key):
+    key = issue_key(USER_WALLET)
+    client = failing_app.test_client()
+    auth = {"x-api-key": key}
+    created = client.post("/identity", json={"display_name": "x"}, headers=auth)
+    etag = client.get(f"/identity/{created.get_json()['identity_id']}", headers=auth).headers["ETag"]
+    responses = [
+        created,  # 201
+        client.get(f"/identity/{created.get_json()['identity_id']}", headers={**auth, "If-None-Match": etag}),  # 304
+        client.post("/identity", json={"display_name": "x"}, headers=auth),  # 409
+        client.post("/identity", json={"display_name": ""}, headers=auth),  # 422
+        client.post("/identity", data="x", headers=auth),  # 415
+        client.post("/identity", json={"display_name": "y"}, headers=auth),  # 429
+        client.get("/identity/x", headers=auth),  # 404
+        client.get("/identity/x"),  # 401
+        client.delete("/identity"),  # 405
+        client.get("/no/such/route"),  # 404
+        client.get("/boom"),  # 500
+        client.get("/healthz"),
+        client.get("/readyz"),
+        client.get("/metrics"),
+        client.get("/openapi.json"),
+    ]
+    assert {r.status_code for r in responses} == {201, 304, 409, 422, 415, 429, 404, 401, 405, 500, 200}
+    request_ids = [r.headers["X-Request-ID"] for r in responses]
+    assert len(set(request_ids)) == len(responses)
+    for response in responses:
+        assert response.headers["X-Content-Type-Options"] == "nosniff", response.status

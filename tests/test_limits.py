@@ -1,0 +1,195 @@
+"""Rate limits per API key: reads and creates have budgets, named by the key's id."""
+
+import os
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+from identity.config import settings_from_env
+from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+from tests.live import LiveServer, free_port
+
+
+@pytest.fixture
+def app_config():
+    return {"IDENTITY_RATELIMIT_CREATE": "5/minute", "IDENTITY_RATELIMIT_READ": "3/minute"}
+
+
+def creates(client, key, count, path="/identity", prefix="n"):
+    return [
+        client.post(path, json={"display_name": f"{prefix} {i}"}, headers={"x-api-key": key}) for i in range(count)
+    ]
+
+
+def reads(client, key, count, path="/identity/did:identity:ipfs:x"):
+    return [client.get(path, headers={"x-api-key": key}) for _ in range(count)]
+
+
+def assert_refused_for_rate(response, limit):
+    assert response.status_code == 429
+    assert response.mimetype == "application/problem+json"
+    body = response.get_json()
+    assert body["status"] == 429 and body["title"] == "Too Many Requests"
+    assert limit in body["detail"]
+    assert 0 < int(response.headers["Retry-After"]) <= 60
+    assert response.headers["X-RateLimit-Limit"] == limit.split("/")[0]
+    assert response.headers["X-RateLimit-Remaining"] == "0"
+    assert int(response.headers["X-RateLimit-Reset"]) > time.time()
+
+
+def test_seven_creates_with_a_limit_of_five_a_minute_give_two_429s(client, user_key):
+    responses = creates(client, user_key, 7)
+    assert [r.status_code for r in responses] == [201] * 5 + [429] * 2
+    for response in responses[5:]:
+        assert_refused_for_rate(response, "5/minute")
+
+
+def test_allowed_requests_say_how_much_is_left(client, user_key):
+    responses = creates(client, user_key, 3)
+    assert [r.headers["X-RateLimit-Remaining"] for r in responses] == ["4", "3", "2"]
+    assert {r.headers["X-RateLimit-Limit"] for r in responses} == {"5"}
+
+
+def test_reads_have_their_own_budget(client, user_key):
+    assert [r.status_code for r in reads(client, user_key, 4)] == [404, 404, 404, 429]
+    assert_refused_for_rate(reads(client, user_key, 1)[0], "3/minute")
+    # Spent reads leave creates alone, and the other way round.
+    assert creates(client, user_key, 1)[0].status_code == 201
+
+
+def test_singular_and_plural_paths_spend_one_budget(client, user_key):
+    statuses = [r.status_code for r in creates(client, user_key, 3, "/identity", "a")]
+    statuses += [r.status_code for r in creates(client, user_key, 3, "/identities", "b")]
+    assert statuses == [201] * 5 + [429]
+    statuses = [r.status_code for r in reads(client, user_key, 2, "/identity/x") + reads(client, user_key, 2, "/identities/x")]
+    assert statuses == [404, 404, 404, 429]
+
+
+def test_one_keys_exhaustion_never_limits_another_key(client, issue_key, user_key):
+    other_key = issue_key(OTHER_WALLET)
+    second_key_of_same_user = issue_key(USER_WALLET)
+    assert creates(client, user_key, 6)[-1].status_code == 429
+    assert [r.status_code for r in creates(client, other_key, 5, prefix="other")] == [201] * 5
+    assert [r.status_code for r in creates(client, second_key_of_same_user, 5, prefix="second")] == [201] * 5
+
+
+@pytest.mark.parametrize("bad_key", [None, "", "idsk_" + "A" * 43])
+def test_a_refused_key_gets_401_and_spends_no_budget(client, user_key, bad_key):
+    headers = {} if bad_key is None else {"x-api-key": bad_key}
+    for _ in range(10):
+        response = client.post("/identity", json={"display_name": "x"}, headers=headers)
+        assert response.status_code == 401
+        assert "X-RateLimit-Remaining" not in response.headers
+    assert [r.status_code for r in creates(client, user_key, 5)] == [201] * 5
+
+
+def test_health_readiness_docs_and_metrics_are_never_limited(client, user_key):
+    assert creates(client, user_key, 6)[-1].status_code == 429
+    assert reads(client, user_key, 4)[-1].status_code == 429
+    for path in ("/healthz", "/readyz", "/openapi.json", "/metrics"):
+        for _ in range(20):
+            response = client.get(path, headers={"x-api-key": user_key})
+            assert response.status_code == 200, path
+            assert "X-RateLimit-Limit" not in response.headers
+
+
+def test_budgets_are_named_by_key_id_never_by_the_key(app, client, user_key):
+    from sqlalchemy import select
+
+    from identity.extensions import db
+    from identity.limits import limiter
+    from identity.models import ApiKey
+
+    creates(client, user_key, 1)
+    reads(client, user_key, 1)
+    with app.app_context():
+        key_id = db.session.execute(select(ApiKey.id)).scalar_one()
+    names = list(limiter.storage.storage)  # the in-memory storage: counter name -> count
+    assert len(names) == 2
+    assert all(key_id in name and user_key not in name for name in names)
+
+
+@pytest.mark.parametrize("value", ["", "lots", "5 per fortnight", "-1/minute"])
+def test_a_malformed_limit_setting_is_refused_at_start(value):
+    if value == "":
+        assert settings_from_env({"IDENTITY_RATELIMIT_CREATE": value})["IDENTITY_RATELIMIT_CREATE"] == "30/minute"
+        return
+    with pytest.raises(ValueError, match="IDENTITY_RATELIMIT_CREATE"):
+        settings_from_env({"IDENTITY_RATELIMIT_CREATE": value})
+
+
+def test_defaults():
+    settings = settings_from_env({})
+    assert settings["IDENTITY_RATELIMIT_READ"] == "120/minute"
+    assert settings["IDENTITY_RATELIMIT_CREATE"] == "30/minute"
+    assert settings["IDENTITY_RATELIMIT_STORAGE"] == "memory://"
+
+
+def test_an_unreachable_shared_storage_falls_back_to_counting_in_the_process(database_path, user_key):
+    from tests.conftest import make_app
+
+    app = make_app(
+        database_path,
+        IDENTITY_RATELIMIT_CREATE="5/minute",
+        IDENTITY_RATELIMIT_STORAGE=f"redis://127.0.0.1:{free_port()}/0",  # nothing listens there
+    )
+    responses = creates(app.test_client(), user_key, 7)
+    assert [r.status_code for r in responses] == [201] * 5 + [429] * 2
+
+
+def test_seven_creates_a_minute_through_the_default_server_show_the_429(database_path, issue_key):
+    """What a new user tries first: `make run` with a limit of 5/minute, then seven creates."""
+    key = issue_key(ADMIN_WALLET, "Admin")
+    server = LiveServer(f"sqlite:///{database_path}", workers=None, env={"IDENTITY_RATELIMIT_CREATE": "5/minute"}).start()
+    try:
+        responses = [
+            requests.post(server.url + "/identity", json={"display_name": f"trial {i}"}, headers={"x-api-key": key}, timeout=30)
+            for i in range(7)
+        ]
+    finally:
+        server.stop()
+    assert [r.status_code for r in responses] == [201] * 5 + [429] * 2
+    assert responses[-1].headers["Content-Type"] == "application/problem+json"
+    assert int(responses[-1].headers["Retry-After"]) > 0
+
+
+REDIS_URL = os.environ.get("IDENTITY_TEST_REDIS_URL")
+
+
+@pytest.mark.skipif(
+    not REDIS_URL,
+    reason="IDENTITY_TEST_REDIS_URL is unset: no Redis server to share counts through (.ci/run starts one)",
+)
+def test_workers_share_counts_through_redis(database_path, issue_key):
+    import redis
+
+    key = issue_key(ADMIN_WALLET, "Admin")
+    server = LiveServer(
+        f"sqlite:///{database_path}",
+        workers=3,
+        env={"IDENTITY_RATELIMIT_STORAGE": REDIS_URL, "IDENTITY_RATELIMIT_CREATE": "5/minute"},
+    ).start()
+    try:
+        # Twelve at once: every worker gets some, so per-worker counting would let up to 15 through.
+        def create(i):
+            return requests.post(
+                server.url + "/identity", json={"display_name": f"shared {i}"}, headers={"x-api-key": key}, timeout=30
+            )
+
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            responses = list(pool.map(create, range(12)))
+    finally:
+        server.stop()
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [201] * 5 + [429] * 7
+    refused = next(r for r in responses if r.status_code == 429)
+    assert refused.headers["Content-Type"] == "application/problem+json"
+    assert int(refused.headers["Retry-After"]) > 0
+    assert refused.headers["X-RateLimit-Limit"] == "5" and refused.headers["X-RateLimit-Remaining"] == "0"
+    with sqlite3.connect(database_path) as connection:
+        key_id = connection.execute("SELECT id FROM api_keys").fetchone()[0]
+    names = [name.decode() for name in redis.Redis.from_url(REDIS_URL).keys(f"*{key_id}*")]
+    assert names and not any(key in name for name in names)

@@ -5,7 +5,7 @@ import os
 from flask import Flask
 
 from . import request_id
-from .config import settings_from_env
+from .config import engine_options, settings_from_env
 from .errors import ProblemApi, register_error_handlers
 from .extensions import db, migrate, tune_sqlite
 
@@ -20,6 +20,7 @@ def create_app(config=None):
         app.config.update(config)
         if config.get("DATABASE_URL"):
             app.config["SQLALCHEMY_DATABASE_URI"] = config["DATABASE_URL"]
+    app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config))
 
     db.init_app(app)
     with app.app_context():

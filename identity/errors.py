@@ -4,7 +4,7 @@ import logging
 
 import flask_smorest
 from flask import current_app, g, json
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError, TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
@@ -118,3 +118,5 @@ def register_error_handlers(app):
     # A lost connection, a locked or unreachable database: the request may be retried as it is.
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(InterfaceError, handle_database_unavailable)
+    # Every pooled connection stayed busy for IDENTITY_DB_POOL_TIMEOUT seconds: overloaded, not broken.
+    app.register_error_handler(PoolTimeout, handle_database_unavailable)

@@ -16,6 +16,9 @@ ROLES = ("User", "Admin")
 
 def get_identity(identity_id):
     """The Identity with this identity_id, or None."""
+    if content.parse_identity_id(identity_id) is None:
+        # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
+        return None
     identity = db.session.execute(select(Identity).where(Identity.identity_id == identity_id)).scalar_one_or_none()
     db.session.commit()
     return identity

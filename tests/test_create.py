@@ -124,15 +124,9 @@ def test_same_content_by_another_creator_is_still_409(create, admin_key):
     assert again.status_code == 409
 
 
-def test_did_namespace_is_a_setting(database_path, issue_key):
-    from tests.conftest import make_app
-
-    app = make_app(database_path, IDENTITY_DID_NAMESPACE="acme")
-    from identity import service
-
-    with app.app_context():
-        key, _ = service.issue_key(USER_WALLET)
-    response = app.test_client().post("/identity", json={"display_name": "ns"}, headers={"x-api-key": key})
+@pytest.mark.parametrize("app_config", [{"IDENTITY_DID_NAMESPACE": "acme"}])
+def test_did_namespace_is_a_setting(create):
+    response = create({"display_name": "ns"})
     assert response.get_json()["identity_id"].startswith("did:acme:ipfs:bafkrei")
 
 

@@ -30,8 +30,8 @@ def test_wrong_method_is_405_with_allow(client, method, path, allowed):
 
 
 @pytest.fixture
-def failing_app(database_path):
-    app = make_app(database_path, TESTING=False)
+def failing_app(database_url):
+    app = make_app(database_url, TESTING=False)
 
     @app.route("/boom")
     def boom():
@@ -68,9 +68,8 @@ def test_request_id_is_generated_when_absent(client):
 
 
 @pytest.fixture
-def unreachable_app(tmp_path):
-    # A database file in a folder that does not exist cannot be opened.
-    return make_app(tmp_path / "missing" / "identity.db")
+def unreachable_app(unreachable_database_url):
+    return make_app(unreachable_database_url)
 
 
 def test_readyz_is_503_when_the_database_does_not_answer(unreachable_app):

@@ -161,16 +161,9 @@ def test_oversized_body_is_refused_before_it_is_read(client, user_key):
     assert_problem(response, 413)
 
 
-def test_body_limit_is_a_setting(app_config, database_path, issue_key):
-    from tests.conftest import make_app
-    from identity import service
-
-    app = make_app(database_path, MAX_CONTENT_LENGTH=100)
-    with app.app_context():
-        key, _ = service.issue_key(USER_WALLET)
-    response = app.test_client().post(
-        "/identity", json={"display_name": "x" * 120}, headers={"x-api-key": key}
-    )
+@pytest.mark.parametrize("app_config", [{"MAX_CONTENT_LENGTH": 100}])
+def test_body_limit_is_a_setting(create):
+    response = create({"display_name": "x" * 120})
     assert response.status_code == 413
 
 

@@ -19,6 +19,7 @@ OTHER_WALLET = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
 
 BACKENDS = ("sqlite", "postgresql")
 POSTGRES_SKIPPED = "PostgreSQL half: skipped (set IDENTITY_TEST_POSTGRES_URL)"
+FIGURES = pytest.StashKey[list]()
 
 
 def pytest_report_header(config):
@@ -27,9 +28,20 @@ def pytest_report_header(config):
     return POSTGRES_SKIPPED
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_terminal_summary(terminalreporter, config):
+    measured = config.stash.get(FIGURES, [])
+    if measured:
+        terminalreporter.write_sep("=", "measured")
+        for line in measured:
+            terminalreporter.write_line(line)
     if not postgres.URL:
         terminalreporter.write_sep("=", POSTGRES_SKIPPED, yellow=True)
+
+
+@pytest.fixture
+def report(request):
+    """report(line): a figure the test measured, printed in the run's summary."""
+    return request.config.stash.setdefault(FIGURES, []).append
 
 
 def pytest_generate_tests(metafunc):

@@ -31,12 +31,6 @@ def flask_cli(database_url, *args):
     return result.stdout
 
 
-def prepare_database(database_url, wallet, role="Admin"):
-    """Migrate the database and issue a key; returns the key."""
-    flask_cli(database_url, "db", "upgrade")
-    return flask_cli(database_url, "keys", "create", "--wallet", wallet, "--role", role).strip().splitlines()[-1]
-
-
 class LiveServer:
     """One node: a gunicorn master and its workers, in a process group of their own."""
 

@@ -15,7 +15,7 @@ def create_app(config=None):
     from . import docs, headers, limits, logs, metrics, request_id
     from .api import blp
     from .cli import keys
-    from .config import settings_from_env
+    from .config import engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
 
@@ -26,6 +26,7 @@ def create_app(config=None):
         app.config.update(config)
         if config.get("DATABASE_URL"):
             app.config["SQLALCHEMY_DATABASE_URI"] = config["DATABASE_URL"]
+    app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config))
 
     # First, so that nothing logs before the log lines are JSON.
     logs.init_app(app)

@@ -5,6 +5,7 @@ import os
 import re
 
 from limits import parse_many
+from sqlalchemy.engine import make_url
 
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9]+")
 _TRUE = {"1", "true", "yes", "on"}
@@ -67,6 +68,13 @@ def settings_from_env(environ=None):
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
         "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
         "IDENTITY_LOG_LEVEL": _log_level(environ, "IDENTITY_LOG_LEVEL", "INFO"),
+        # Connections each worker process keeps open to a database server, and how many more it may open at a peak.
+        "IDENTITY_DB_POOL_SIZE": _int(environ, "IDENTITY_DB_POOL_SIZE", 5),
+        "IDENTITY_DB_MAX_OVERFLOW": _int(environ, "IDENTITY_DB_MAX_OVERFLOW", 10),
+        # Seconds a request waits for a free pooled connection, then for the server to accept a new one:
+        # both well under gunicorn's 30 s worker timeout, so a stuck database gives a 503, not a killed worker.
+        "IDENTITY_DB_POOL_TIMEOUT": _int(environ, "IDENTITY_DB_POOL_TIMEOUT", 10),
+        "IDENTITY_DB_CONNECT_TIMEOUT": _int(environ, "IDENTITY_DB_CONNECT_TIMEOUT", 5),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",
@@ -78,4 +86,20 @@ def settings_from_env(environ=None):
         # No call to the public validator service from the page.
         "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None, "deepLinking": True},
         "SQLALCHEMY_TRACK_MODIFICATIONS": False,
+    }
+
+
+def engine_options(config):
+    """SQLAlchemy engine options for the configured database: pooling and timeouts for a server database."""
+    if make_url(config["SQLALCHEMY_DATABASE_URI"]).get_backend_name() == "sqlite":
+        # A file opens in microseconds and its waits are bounded by the busy timeout (see tune_sqlite).
+        return {}
+    return {
+        # A connection the server dropped (a restart, a failover) is replaced before a request gets it.
+        "pool_pre_ping": True,
+        "pool_size": config["IDENTITY_DB_POOL_SIZE"],
+        "max_overflow": config["IDENTITY_DB_MAX_OVERFLOW"],
+        "pool_timeout": config["IDENTITY_DB_POOL_TIMEOUT"],
+        # libpq otherwise waits on an unreachable host as long as the operating system does.
+        "connect_args": {"connect_timeout": config["IDENTITY_DB_CONNECT_TIMEOUT"]},
     }

@@ -6,6 +6,7 @@ import flask_smorest
 from flask import current_app, json
 from flask_smorest.utils import prepare_response
 from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.http import HTTP_STATUS_CODES
 
 from . import request_id
@@ -148,3 +149,5 @@ def register_error_handlers(app):
     # A lost connection, a locked or unreachable database: the request may be retried as it is.
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(InterfaceError, handle_database_unavailable)
+    # Every pooled connection stayed busy for IDENTITY_DB_POOL_TIMEOUT seconds: overloaded, not broken.
+    app.register_error_handler(PoolTimeout, handle_database_unavailable)

@@ -16,6 +16,9 @@ ROLES = ("User", "Admin")
 
 def get_identity(identity_id):
     """The Identity with this identity_id, or None."""
+    if content.parse_identity_id(identity_id) is None:
+        # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
+        return None
     identity = db.session.execute(select(Identity).where(Identity.identity_id == identity_id)).scalar_one_or_none()
     db.session.commit()
     return identity
@@ -40,10 +43,7 @@ def create_identity(fields, caller):
     try:
         with write_transaction() as session:
             _refuse_known_content(session, address.content_id)
-            user = session.execute(select(User).where(User.wallet == creator)).scalar_one_or_none()
-            if user is None:
-                user = User(wallet=creator, role="User")
-                session.add(user)
+            user = _user_of_wallet(session, creator, "User")
             now = utcnow()
             identity = Identity(
                 identity_id=address.identity_id,
@@ -62,6 +62,24 @@ def create_identity(fields, caller):
     return identity
 
 
+def _user_of_wallet(session, wallet, role):
+    """The user of `wallet`; a wallet the service has not seen becomes a user with `role`."""
+    query = select(User).where(User.wallet == wallet)
+    user = session.execute(query).scalar_one_or_none()
+    if user is not None:
+        return user
+    try:
+        # A savepoint, so that losing the race below does not undo the rest of the caller's transaction.
+        with session.begin_nested():
+            user = User(wallet=wallet, role=role)
+            session.add(user)
+    except IntegrityError:
+        # Another node created this wallet's user since our read (SQLite's write lock rules that out,
+        # PostgreSQL's READ COMMITTED does not); that user is committed now, and this read sees it.
+        user = session.execute(query).scalar_one()
+    return user
+
+
 def _refuse_known_content(session, content_id):
     existing = session.execute(select(Identity.identity_id).where(Identity.content_id == content_id)).scalar()
     if existing is not None:
@@ -77,11 +95,8 @@ def issue_key(wallet, role=None):
         raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
     wallet = checksum_wallet(wallet)
     with write_transaction() as session:
-        user = session.execute(select(User).where(User.wallet == wallet)).scalar_one_or_none()
-        if user is None:
-            user = User(wallet=wallet, role=role or "User")
-            session.add(user)
-        elif role is not None and user.role != role:
+        user = _user_of_wallet(session, wallet, role or "User")
+        if role is not None and user.role != role:
             user.role = role
             user.updated_at = utcnow()
         key, api_key = _add_key(session, user)

@@ -1,8 +1,18 @@
+"""Fixtures. Every test that touches the database runs twice: on SQLite, and on the PostgreSQL server
+that IDENTITY_TEST_POSTGRES_URL names (`.ci/postgres` starts one); without it that half is left out."""
+
+import shutil
 from pathlib import Path
 
 import pytest
+from flask_migrate import upgrade
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
 
 from identity import create_app, service
+from identity.extensions import db
+from tests import postgres
+from tests.live import UNLIMITED, free_port
 
 # pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py).
 pytest_plugins = ["pytester"]
@@ -11,40 +21,154 @@ ADMIN_WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 USER_WALLET = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
 OTHER_WALLET = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
 
+BACKENDS = ("sqlite", "postgresql")
+POSTGRES_SKIPPED = "PostgreSQL half: skipped (set IDENTITY_TEST_POSTGRES_URL)"
+FIGURES = pytest.StashKey[list]()
+POSTGRES_NOT_RUN = pytest.StashKey[int]()
 
-# Most tests make many requests with one key; those about rate limits set their own, lower limits.
-UNLIMITED = {"IDENTITY_RATELIMIT_READ": "100000/minute", "IDENTITY_RATELIMIT_CREATE": "100000/minute"}
+
+def pytest_report_header(config):
+    if postgres.URL:
+        return "PostgreSQL half: on " + make_url(postgres.URL).render_as_string(hide_password=True)
+    return POSTGRES_SKIPPED
 
 
-def make_app(database_path, **config):
-    """Another app on an existing SQLite file, for tests that need two apps or odd settings."""
-    return create_app({"DATABASE_URL": f"sqlite:///{database_path}", "TESTING": True, **UNLIMITED, **config})
+def pytest_terminal_summary(terminalreporter, config):
+    measured = config.stash.get(FIGURES, [])
+    if measured:
+        terminalreporter.write_sep("=", "measured")
+        for line in measured:
+            terminalreporter.write_line(line)
+    if not postgres.URL:
+        not_run = config.stash.get(POSTGRES_NOT_RUN, 0)
+        terminalreporter.write_sep("=", f"{POSTGRES_SKIPPED}: {not_run} tests not run", yellow=True)
+
+
+@pytest.fixture
+def report(request):
+    """report(line): a figure the test measured, printed in the run's summary."""
+    return request.config.stash.setdefault(FIGURES, []).append
+
+
+def pytest_generate_tests(metafunc):
+    """Each test that uses a database runs once per backend, or on the one its marker names."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    only = [name for name in BACKENDS if metafunc.definition.get_closest_marker(f"{name}_only")]
+    if not only and "database_path" in metafunc.fixturenames:
+        only = ["sqlite"]  # the test reads or serves the SQLite file itself
+    params = [pytest.param(name, marks=getattr(pytest.mark, name)) for name in only or BACKENDS]
+    metafunc.parametrize("backend", params, indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without a PostgreSQL server, leave out that half: counted once in the summary, not skipped test by test."""
+    if postgres.URL:
+        return
+    left_out = [item for item in items if item.get_closest_marker("postgresql")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker("postgresql")]
+    config.stash[POSTGRES_NOT_RUN] = len(left_out)
+
+
+@pytest.fixture(scope="session")
+def backend(request):
+    """"sqlite" or "postgresql": which half of the suite this test runs in."""
+    return request.param
+
+
+def make_app(database_url, **config):
+    """An app on `database_url` (a URL, or the path of an SQLite file) with this suite's defaults."""
+    if isinstance(database_url, Path):
+        database_url = f"sqlite:///{database_url}"
+    return create_app({"DATABASE_URL": database_url, "TESTING": True, **UNLIMITED, **config})
+
+
+def migrate(database_url):
+    app = make_app(database_url)
+    with app.app_context():
+        upgrade()
+        db.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(_identity_template_database):
+    """One SQLite file migrated once, by the package's own pytest plugin; every test gets a copy."""
+    return _identity_template_database
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    server = postgres.PostgresServer(postgres.URL)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_suite_database(postgres_server):
+    """One PostgreSQL database migrated once; every test leaves it empty (see database_url)."""
+    url = postgres_server.create_database()
+    migrate(url)
+    engine = create_engine(url, pool_pre_ping=True)
+    yield url, engine
+    engine.dispose()
+    postgres_server.drop_database(url)
+
+
+@pytest.fixture
+def database_url(backend, tmp_path, request):
+    """A migrated database with no rows, for this test alone."""
+    if backend == "sqlite":
+        path = tmp_path / "identity.db"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite:///{path}"
+    else:
+        url, engine = request.getfixturevalue("postgres_suite_database")
+        yield url
+        # Emptying the tables takes milliseconds; creating a database from a template, a quarter second.
+        with engine.begin() as connection:
+            for table in reversed(db.metadata.sorted_tables):
+                connection.execute(table.delete())
+
+
+@pytest.fixture
+def empty_database_url(backend, tmp_path, request):
+    """A database that no migration has touched yet, as a first deploy finds it."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+    else:
+        server = request.getfixturevalue("postgres_server")
+        url = server.create_database()
+        yield url
+        server.drop_database(url)
+
+
+@pytest.fixture
+def unreachable_database_url(backend, tmp_path):
+    """A database URL that cannot be connected to."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'missing' / 'identity.db'}"  # its folder does not exist
+    return make_url(postgres.URL).set(port=free_port()).render_as_string(hide_password=False)
 
 
 @pytest.fixture
 def app_config():
-    """Settings of this test's app, over UNLIMITED rate limits; a test module may override it."""
+    """Settings of this test's app, over UNLIMITED rate limits; a test module may override or parametrize it."""
     return {}
 
 
 @pytest.fixture
-def identity_config(app_config):
-    # The plugin's fixture, given this suite's defaults.
-    return {**UNLIMITED, **app_config}
-
-
-@pytest.fixture
-def app(identity_app):
-    """The app of the package's own pytest plugin: a fresh copy of a once-migrated database per test.
-
-    Settings come from `identity_config`, which a test module may override.
-    """
-    return identity_app
+def app(database_url, app_config):
+    app = make_app(database_url, **app_config)
+    yield app
+    with app.app_context():
+        db.engine.dispose()
 
 
 @pytest.fixture
 def database_path(app):
-    """The SQLite file behind `app`."""
+    """The SQLite file behind `app`; a test that asks for it runs in the SQLite half only."""
     return Path(app.config["SQLALCHEMY_DATABASE_URI"].removeprefix("sqlite:///"))
 
 

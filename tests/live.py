@@ -1,4 +1,4 @@
-"""A real gunicorn serving the app on a free loopback port, for end-to-end tests."""
+"""Real gunicorn nodes serving the app on free loopback ports, for end-to-end tests."""
 
 import os
 import shutil
@@ -12,10 +12,11 @@ from pathlib import Path
 
 import requests
 
-from tests.conftest import UNLIMITED
-
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+
+# Most tests make many requests with one key; those about rate limits set their own, lower limits.
+UNLIMITED = {"IDENTITY_RATELIMIT_READ": "100000/minute", "IDENTITY_RATELIMIT_CREATE": "100000/minute"}
 
 
 def free_port():
@@ -41,10 +42,11 @@ def prepare_database(database_url, wallet, role="Admin"):
 
 
 class LiveServer:
-    """gunicorn with the project's gunicorn.conf.py; `workers=None` leaves their number to it.
+    """One node: gunicorn with the project's gunicorn.conf.py, master and workers in a process group of their own.
 
-    Its stdout, stderr and metrics files go to `output_dir`, to read after stop(); without one, to
-    a temporary folder removed when the server stops.
+    `workers=None` leaves their number to gunicorn.conf.py. Its stdout, stderr and metrics files go
+    to `output_dir`, to read after stop(); without one, to a temporary folder removed when the
+    server stops. Files, not pipes: a pipe nobody reads fills up, and then the workers block on logging.
     """
 
     def __init__(self, database_url, workers=2, env=None, output_dir=None):
@@ -60,7 +62,12 @@ class LiveServer:
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout=30):
+    def start(self, timeout=60):
+        self.launch()
+        return self.wait_until_ready(timeout)
+
+    def launch(self):
+        """Start gunicorn without waiting for it; see wait_until_ready."""
         self.port = free_port()
         env = {
             **os.environ, "DATABASE_URL": self.database_url, "HOST": "127.0.0.1", "PORT": str(self.port),
@@ -74,18 +81,26 @@ class LiveServer:
                 [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"],
                 cwd=ROOT, env=env, stdout=stdout, stderr=stderr, start_new_session=True,
             )
+        return self
+
+    def wait_until_ready(self, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError("gunicorn exited: " + self.stderr()[-2000:])
+                raise RuntimeError("gunicorn exited: " + self.log())
             try:
                 if requests.get(self.url + "/readyz", timeout=5).status_code == 200:
                     return self
             except requests.RequestException:
                 pass
             time.sleep(0.1)
+        log = self.log()
         self.stop()
-        raise RuntimeError("gunicorn did not become ready")
+        raise RuntimeError("gunicorn did not become ready: " + log)
+
+    def log(self):
+        """The end of what gunicorn and the app wrote to stderr."""
+        return self.stderr()[-2000:]
 
     def kill(self):
         """SIGKILL the master and every worker at once, as a crash would."""
@@ -110,4 +125,14 @@ class LiveServer:
         return (self.output_dir / "stdout").read_text(errors="replace")
 
     def stderr(self):
-        return (self.output_dir / "stderr").read_text(errors="replace")
+        path = self.output_dir / "stderr"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def start_all(servers, timeout=60):
+    """Start several nodes at once (they boot in parallel); returns them."""
+    for server in servers:
+        server.launch()
+    for server in servers:
+        server.wait_until_ready(timeout)
+    return servers

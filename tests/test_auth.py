@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.engine import make_url
 
 from identity import service
 from identity.extensions import db
@@ -65,13 +66,23 @@ def test_keys_have_a_greppable_prefix_and_256_bits(app):
         assert re.fullmatch(r"idsk_[A-Za-z0-9_-]{43}", key)  # 43 base64url characters carry 256 bits
 
 
-def test_only_the_sha256_of_a_key_is_stored(app, database_path, user_key):
+def test_only_the_sha256_of_a_key_is_stored(app, user_key):
     import hashlib
 
     with app.app_context():
         stored = db.session.execute(select(ApiKey.key_hash)).scalars().all()
+        every_value = [str(row) for table in db.metadata.sorted_tables for row in db.session.execute(select(table))]
     assert hashlib.sha256(user_key.encode()).hexdigest() in stored
-    assert user_key.encode() not in database_path.read_bytes()
+    assert not any(user_key in value for value in every_value)
+
+
+@pytest.mark.sqlite_only
+def test_the_key_is_nowhere_in_the_sqlite_files(database_url, user_key):
+    from pathlib import Path
+
+    path = Path(make_url(database_url).database)
+    files = [path, path.with_name(path.name + "-wal")]  # recent writes sit in the WAL until a checkpoint
+    assert not any(user_key.encode() in file.read_bytes() for file in files if file.exists())
 
 
 def test_last_login_is_written_on_first_use(app, client, user_key):

@@ -136,13 +136,13 @@ def test_keys_bootstrap_issues_a_first_admin_key_only_once(runner, client):
     assert not KEY.search(second.stdout)
 
 
-def test_db_upgrade_creates_the_schema(tmp_path):
+def test_db_upgrade_creates_the_schema(empty_database_url):
     from sqlalchemy import inspect
 
     from identity import create_app
     from identity.extensions import db
 
-    app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"})
+    app = create_app({"DATABASE_URL": empty_database_url})
     result = app.test_cli_runner().invoke(args=["db", "upgrade"])
     assert result.exit_code == 0, result.output
     with app.app_context():

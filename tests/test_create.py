@@ -124,7 +124,7 @@ def test_same_content_by_another_creator_is_still_409(create, admin_key):
     assert again.status_code == 409
 
 
-@pytest.mark.parametrize("identity_config", [{"IDENTITY_DID_NAMESPACE": "acme"}])
+@pytest.mark.parametrize("app_config", [{"IDENTITY_DID_NAMESPACE": "acme"}])
 def test_did_namespace_is_a_setting(create):
     response = create({"display_name": "ns"})
     assert response.get_json()["identity_id"].startswith("did:acme:ipfs:bafkrei")

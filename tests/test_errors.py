@@ -1,8 +1,14 @@
 """Routing errors, server errors and an unreachable database, all as problem details."""
 
-import pytest
+import socket
+import threading
+import time
 
-from identity import create_app
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests import postgres
+from tests.conftest import make_app
 
 
 def test_unknown_path_is_404_problem(client):
@@ -30,7 +36,8 @@ def test_wrong_method_is_405_with_allow(client, method, path, allowed):
 
 
 @pytest.fixture
-def failing_app(app):
+def failing_app(database_url):
+    app = make_app(database_url, TESTING=False)
 
     @app.route("/boom")
     def boom():
@@ -39,7 +46,6 @@ def failing_app(app):
     return app
 
 
-@pytest.mark.parametrize("identity_config", [{"TESTING": False}])
 def test_unexpected_failure_is_500_problem_with_request_id_only(failing_app):
     response = failing_app.test_client().get("/boom", headers={"X-Request-ID": "trace-me-123"})
     assert response.status_code == 500
@@ -69,9 +75,8 @@ def test_request_id_is_generated_when_absent(client):
 
 
 @pytest.fixture
-def unreachable_app(tmp_path):
-    # A database file in a folder that does not exist cannot be opened.
-    return create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'missing' / 'identity.db'}"})
+def unreachable_app(unreachable_database_url):
+    return make_app(unreachable_database_url)
 
 
 def test_readyz_is_503_when_the_database_does_not_answer(unreachable_app):
@@ -89,3 +94,27 @@ def test_api_routes_are_503_when_the_database_does_not_answer(unreachable_app):
     response = unreachable_app.test_client().get("/identity/x", headers={"x-api-key": "idsk_whatever"})
     assert response.status_code == 503
     assert response.headers["Retry-After"]
+
+
+@pytest.fixture
+def silent_database_url(backend):
+    """A PostgreSQL URL whose port accepts connections and then never says a word."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield make_url(postgres.URL).set(port=listener.getsockname()[1]).render_as_string(hide_password=False)
+
+
+@pytest.mark.postgresql_only
+def test_a_database_server_that_never_answers_is_503_after_the_connect_timeout(silent_database_url):
+    app = make_app(silent_database_url, IDENTITY_DB_CONNECT_TIMEOUT=2)
+    answers = []
+    # In a thread, so that a hang fails this test instead of stopping the suite.
+    asking = threading.Thread(target=lambda: answers.append(app.test_client().get("/readyz")), daemon=True)
+    started = time.monotonic()
+    asking.start()
+    asking.join(timeout=20)
+    assert answers, "no answer in 20 s"
+    assert answers[0].status_code == 503
+    assert answers[0].mimetype == "application/problem+json"
+    assert time.monotonic() - started < 10

@@ -93,7 +93,7 @@ def test_identities_of_one_creator_share_its_user(app):
     assert first["creator"]["id"] == second["creator"]["id"]
 
 
-@pytest.mark.parametrize("identity_config", [{"IDENTITY_DID_NAMESPACE": "acme"}])
+@pytest.mark.parametrize("app_config", [{"IDENTITY_DID_NAMESPACE": "acme"}])
 def test_identity_id_uses_the_apps_did_namespace(app):
     assert create_identity(app, "Namespaced")["identity_id"].startswith("did:acme:ipfs:bafkrei")
 

@@ -161,7 +161,7 @@ def test_oversized_body_is_refused_before_it_is_read(client, user_key):
     assert_problem(response, 413)
 
 
-@pytest.mark.parametrize("identity_config", [{"MAX_CONTENT_LENGTH": 100}])
+@pytest.mark.parametrize("app_config", [{"MAX_CONTENT_LENGTH": 100}])
 def test_body_limit_is_a_setting(create):
     assert create({"display_name": "x" * 40}).status_code == 201
     assert create({"display_name": "x" * 120}).status_code == 413

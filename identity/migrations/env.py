@@ -2,6 +2,7 @@ import logging
 from logging.config import fileConfig
 
 from flask import current_app
+from sqlalchemy import text
 
 from alembic import context
 
@@ -13,6 +14,9 @@ config = context.config
 # This line sets up loggers basically.
 fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger('alembic.env')
+
+# Any fixed number: the PostgreSQL advisory lock that `db upgrade` runs under (see run_migrations_online).
+MIGRATION_LOCK = 0x1D3_0001
 
 
 def get_engine():
@@ -99,6 +103,10 @@ def run_migrations_online():
         )
 
         with context.begin_transaction():
+            if connection.dialect.name == "postgresql":
+                # Nodes that each run `db upgrade` as they start take turns: the first migrates,
+                # the others wait here, then find the schema current. Released at commit.
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             context.run_migrations()
 
 

@@ -29,8 +29,6 @@ FIELDS = frozenset(("display_name", "description", "image", "external_reference"
 MAX_KEY_LENGTH = 128
 MAX_URL_LENGTH = 2048
 _SAFE_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
-# SQLAlchemy's SQLite DATETIME text, which the project's rows hold: ordered as text, like the times.
-_DB_TIME = "%Y-%m-%d %H:%M:%S.%f"
 
 _AUTH = (
     "SELECT api_keys.id, users.id, users.wallet, users.role, users.last_login"
@@ -63,6 +61,15 @@ class Refusal(Exception):
     def __init__(self, status, detail, headers=(), **extra):
         super().__init__(detail)
         self.status, self.detail, self.headers, self.extra = status, detail, list(headers), extra
+
+
+def _db_time(moment):
+    """SQLAlchemy's SQLite DATETIME text, which the project's rows hold; it sorts as the times do."""
+    return moment.isoformat(" ", "microseconds")
+
+
+def _utcnow():
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _json_time(db_time):
@@ -265,13 +272,13 @@ class Floor:
             raise Refusal(401, "A valid API key is required in the x-api-key header.",
                           [("WWW-Authenticate", 'ApiKey header="x-api-key"')])
         _key_id, user_id, wallet, role, last_login = row
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
-        cutoff = (now - self.last_login_interval).strftime(_DB_TIME)
+        now = _utcnow()
+        cutoff = _db_time(now - self.last_login_interval)
         if last_login is None or last_login <= cutoff:
             db = self.db
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute(_TOUCH, (now.strftime(_DB_TIME), user_id, cutoff))
+                db.execute(_TOUCH, (_db_time(now), user_id, cutoff))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -307,7 +314,7 @@ class Floor:
         try:
             self._refuse_known_content(address.content_id)
             user = db.execute(_USER_BY_WALLET, (creator,)).fetchone()
-            now = datetime.now(timezone.utc).strftime(_DB_TIME)
+            now = _db_time(_utcnow())
             if user is None:
                 user = (str(uuid.uuid4()), now, now, None, creator, "User")
                 db.execute(_INSERT_USER, (user[0], creator, now, now))

@@ -9,13 +9,14 @@
    target goes first so that drift of the machine hits both.
 4. Memory: resident memory of each worker after each round (each round is a run of GET + POST load).
 5. Scale: the project's GET at BENCH_IDENTITIES and at BENCH_SCALE_IDENTITIES (bulk-inserted with
-   the project's content addressing), and the database bytes per identity of each.
+   the project's content addressing), in BENCH_SCALE_ROUNDS alternating rounds, and the database
+   bytes per identity of each.
 
 It prints figures; the exit status is non-zero only when a response was not the expected one.
 
 Settings (environment): BENCH_SECONDS (5) per measured run, BENCH_ROUNDS (3), BENCH_WARMUP (3)
 seconds, BENCH_CONNECTIONS (8), BENCH_IDENTITIES (10000), BENCH_SCALE_IDENTITIES (1000000),
-BENCH_SKIP_1M=1 skips the scale part, BENCH_KEEP=1 keeps the temporary directory.
+BENCH_SCALE_ROUNDS (2), BENCH_SKIP_1M=1 skips the scale part, BENCH_KEEP=1 keeps the temporary directory.
 """
 
 import json
@@ -60,6 +61,7 @@ WARMUP = _env_int("BENCH_WARMUP", 3)
 CONNECTIONS = _env_int("BENCH_CONNECTIONS", 8)
 IDENTITIES = _env_int("BENCH_IDENTITIES", 10_000)
 SCALE_IDENTITIES = _env_int("BENCH_SCALE_IDENTITIES", 1_000_000)
+SCALE_ROUNDS = _env_int("BENCH_SCALE_ROUNDS", 2)
 SKIP_SCALE = os.environ.get("BENCH_SKIP_1M") == "1"
 KEEP = os.environ.get("BENCH_KEEP") == "1"
 
@@ -286,6 +288,7 @@ def wrk(server, operation, key, source, seconds):
 
 
 def load(server, operation, key, ids_file, seconds, tag):
+    """GET picks ids from `ids_file`; POST sends bodies made unique by `tag` and a random part."""
     source = ids_file if operation == "get" else f"{tag}-{secrets.token_hex(4)}"
     return wrk(server, operation, key, source, seconds)
 
@@ -355,13 +358,52 @@ def print_memory(snapshots):
             print(f"  {name:<8} worker {pid:<8} {cells}   growth from round 1 to round {len(measured)}: {growth} KiB")
 
 
+def warm_up(targets, ids_files, key, operations):
+    for operation in operations:
+        for name, server in targets.items():
+            load(server, operation.lower(), key, ids_files[name], WARMUP, f"warmup-{name}")
+
+
+def alternate(targets, ids_files, key, operations, rounds, after_round=None):
+    """Rounds of each operation on every target; which target goes first alternates, so drift hits all alike."""
+    results = {operation: {name: [] for name in targets} for operation in operations}
+    names = list(targets)
+    for number in range(rounds):
+        order = names if number % 2 == 0 else names[::-1]
+        say(f"round {number + 1}/{rounds}: {' then '.join(order)}")
+        for operation in operations:
+            for name in order:
+                run = load(targets[name], operation.lower(), key, ids_files[name], SECONDS, f"{name}-r{number}")
+                results[operation][name].append(run)
+        if after_round:
+            after_round()
+    return results
+
+
+def print_scale(results, small, large):
+    print(f"Scale, project GET ({SCALE_ROUNDS} alternating rounds x {SECONDS} s after {WARMUP} s warm-up; "
+          f"p50/p99: median of rounds):")
+    runs = results["GET"]
+    for label, count in (("small", small[1]), ("large", large[1])):
+        run = combined(runs[label])
+        rounds = ", ".join(f"{each.p50_ms:.2f}" for each in runs[label])
+        print(f"  {count:>9,} identities: p50 {run.p50_ms:6.2f} ms, p99 {run.p99_ms:6.2f} ms, "
+              f"{run.rate:7.1f} req/s, errors {run.errors}   (p50 per round: {rounds})")
+    ratio = combined(runs["large"]).p50_ms / combined(runs["small"]).p50_ms
+    print(f"  p50 ratio {large[1]:,} / {small[1]:,}: {ratio:.2f} (goal <= 1.30)")
+
+
+def all_errors(*results):
+    return sum(run.errors for result in results for by_target in result.values()
+               for runs in by_target.values() for run in runs)
+
+
 def main():
     if shutil.which("wrk") is None:
         sys.exit("wrk is missing: install it with apt-get install wrk")
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="identity-bench-"))
     servers = []
-    failed = False
     try:
         say(f"machine: {machine()}")
         say(f"working in {work}")
@@ -378,32 +420,25 @@ def main():
         shutil.copy(project_db, pristine_db)
         ids_file = write_ids(work / "ids.txt", ids)
 
-        project = Server("project", "app:app", project_db, work)
-        floor = Server("floor", "bench.floor:app", floor_db, work)
-        servers += [project, floor]
-        project.start()
-        floor.start()
-        targets = {"project": project, "floor": floor}
-
+        targets = {"project": Server("project", "app:app", project_db, work),
+                   "floor": Server("floor", "bench.floor:app", floor_db, work)}
+        servers += targets.values()
+        for server in targets.values():
+            server.start()
+        ids_files = {name: ids_file for name in targets}
         say(f"warm-up: {WARMUP} s of GET and of POST on each target")
-        for operation in ("get", "post"):
-            for name, server in targets.items():
-                load(server, operation, key, ids_file, WARMUP, f"warmup-{name}")
-        snapshots = [{name: server.rss_kib() for name, server in targets.items()}]
+        warm_up(targets, ids_files, key, ("GET", "POST"))
+        snapshots = []
 
-        results = {"GET": {"project": [], "floor": []}, "POST": {"project": [], "floor": []}}
-        for round_number in range(ROUNDS):
-            order = ("project", "floor") if round_number % 2 == 0 else ("floor", "project")
-            say(f"round {round_number + 1}/{ROUNDS}: {' then '.join(order)}")
-            for operation in ("GET", "POST"):
-                for name in order:
-                    run = load(targets[name], operation.lower(), key, ids_file, SECONDS, f"{name}-r{round_number}")
-                    results[operation][name].append(run)
+        def snapshot():
             snapshots.append({name: server.rss_kib() for name, server in targets.items()})
-        project.stop()
-        floor.stop()
 
-        scale = None
+        snapshot()
+        results = alternate(targets, ids_files, key, ("GET", "POST"), ROUNDS, after_round=snapshot)
+        for server in targets.values():
+            server.stop()
+
+        scale_results = {}
         if not SKIP_SCALE:
             scale_db = work / "scale.db"
             shutil.copy(pristine_db, scale_db)
@@ -411,14 +446,16 @@ def main():
             say(f"bulk-inserting up to {SCALE_IDENTITIES:,} identities")
             sample = bulk_insert(scale_db, IDENTITIES, SCALE_IDENTITIES)
             say(f"bulk insert took {time.monotonic() - clock:.1f} s")
-            sample_file = write_ids(work / "scale-ids.txt", sample)
-            scale = {}
-            for label, database, source in (("small", pristine_db, ids_file), ("large", scale_db, sample_file)):
-                server = Server("project", "app:app", database, work)
-                servers.append(server)
+            scale_targets = {"small": Server("project", "app:app", pristine_db, work),
+                             "large": Server("project", "app:app", scale_db, work)}
+            servers += scale_targets.values()
+            for server in scale_targets.values():
                 server.start()
-                load(server, "get", key, source, WARMUP, "warmup")
-                scale[label] = load(server, "get", key, source, SECONDS, label)
+            scale_ids = {"small": ids_file, "large": write_ids(work / "scale-ids.txt", sample)}
+            say(f"scale: project GET at {IDENTITIES:,} and at {SCALE_IDENTITIES:,} identities")
+            warm_up(scale_targets, scale_ids, key, ("GET",))
+            scale_results = alternate(scale_targets, scale_ids, key, ("GET",), SCALE_ROUNDS)
+            for server in scale_targets.values():
                 server.stop()
 
         print_table(results)
@@ -426,26 +463,18 @@ def main():
         print()
         small = bytes_per_identity(pristine_db)
         print(f"Database bytes per identity: {small[0]:,.0f} at {small[1]:,} identities ({small[2]:,} bytes)")
-        if scale:
+        if scale_results:
             large = bytes_per_identity(scale_db)
             print(f"Database bytes per identity: {large[0]:,.0f} at {large[1]:,} identities ({large[2]:,} bytes)")
             print()
-            print(f"Scale, project GET (one {SECONDS} s run each after {WARMUP} s warm-up):")
-            for label, count in (("small", small[1]), ("large", large[1])):
-                run = scale[label]
-                print(f"  {count:>9,} identities: p50 {run.p50_ms:6.2f} ms, p99 {run.p99_ms:6.2f} ms, "
-                      f"{run.rate:7.1f} req/s, errors {run.errors}")
-            print(f"  p50 ratio {large[1]:,} / {small[1]:,}: {scale['large'].p50_ms / scale['small'].p50_ms:.2f} "
-                  f"(goal <= 1.30)")
+            print_scale(scale_results, small, large)
         else:
             print("Scale: skipped (BENCH_SKIP_1M=1)")
 
-        errors = sum(run.errors for by_target in results.values() for runs in by_target.values() for run in runs)
-        errors += sum(run.errors for run in (scale or {}).values())
+        errors = all_errors(results, scale_results)
         print()
         print(f"Errors (socket errors and responses other than 200/201): {errors}")
         print(f"Benchmark took {time.monotonic() - started:.0f} s")
-        failed = errors > 0
     finally:
         for server in servers:
             server.stop()
@@ -453,7 +482,7 @@ def main():
             say(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    return 1 if failed else 0
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

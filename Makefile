@@ -1,4 +1,5 @@
-# `make run` serves the service, `make test` runs the whole suite; both install what they need first.
+# `make run` serves the service, `make test` runs the whole suite, `make bench` measures it against the
+# floor of the stack (see bench/run.py); each installs what it needs first.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -8,7 +9,7 @@ PORT   ?= 8000
 WORKERS ?=
 FLASK  := $(BIN)/flask --app app
 
-.PHONY: install run dev test lint upgrade clean
+.PHONY: install run dev test lint bench upgrade clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +35,12 @@ test: install lint
 
 lint: install
 	$(BIN)/ruff check .
+
+# The floor's only extra, orjson, is pinned in requirements.txt (make test checks the floor too);
+# wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (quick run).
+bench: install
+	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,492 @@
+"""`make bench`: the project against the floor of the stack, side by side from one run on this machine.
+
+1. Two databases migrated by the project (`flask db upgrade`), a User key issued by its CLI, and
+   BENCH_IDENTITIES identities created through its own service code; the floor gets a copy.
+2. gunicorn serves the project (app:app) and the floor (bench.floor:app) with the same settings:
+   gunicorn.conf.py when the repository has one, and 2 sync workers forced on the command line.
+3. wrk (one thread, BENCH_CONNECTIONS connections, loopback only) warms both up, then runs
+   BENCH_ROUNDS rounds of GET of random seeded ids and POST of unique bodies, alternating which
+   target goes first so that drift of the machine hits both.
+4. Memory: resident memory of each worker after each round (each round is a run of GET + POST load).
+5. Scale: the project's GET at BENCH_IDENTITIES and at BENCH_SCALE_IDENTITIES (bulk-inserted with
+   the project's content addressing), in BENCH_SCALE_ROUNDS alternating rounds, and the database
+   bytes per identity of each.
+
+It prints figures; the exit status is non-zero only when a response was not the expected one.
+
+Settings (environment): BENCH_SECONDS (5) per measured run, BENCH_ROUNDS (3), BENCH_WARMUP (3)
+seconds, BENCH_CONNECTIONS (8), BENCH_IDENTITIES (10000), BENCH_SCALE_IDENTITIES (1000000),
+BENCH_SCALE_ROUNDS (2), BENCH_SKIP_1M=1 skips the scale part, BENCH_KEEP=1 keeps the temporary directory.
+"""
+
+import json
+import multiprocessing
+import os
+import platform
+import random
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+LOAD_SCRIPT = ROOT / "bench" / "load.lua"
+HOST = "127.0.0.1"  # the benchmark never sends a request anywhere else
+WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+GUNICORN_FLAGS = ["--workers", "2", "--worker-class", "sync", "--threads", "1"]
+# Rate limits stay on, as in production, with budgets the load cannot spend: the benchmark measures
+# what checking a limit costs, not the 429s of a spent one.
+PRODUCTION_LIMITS = {"IDENTITY_RATELIMIT_READ": "100000000/minute", "IDENTITY_RATELIMIT_CREATE": "100000000/minute"}
+SCALE_SAMPLE = 100_000  # ids the 1M GET picks from, spread over the whole table
+BULK_CHUNK = 50_000
+
+
+def _env_int(name, default):
+    return int(os.environ.get(name) or default)
+
+
+SECONDS = _env_int("BENCH_SECONDS", 5)
+ROUNDS = _env_int("BENCH_ROUNDS", 3)
+WARMUP = _env_int("BENCH_WARMUP", 3)
+CONNECTIONS = _env_int("BENCH_CONNECTIONS", 8)
+IDENTITIES = _env_int("BENCH_IDENTITIES", 10_000)
+SCALE_IDENTITIES = _env_int("BENCH_SCALE_IDENTITIES", 1_000_000)
+SCALE_ROUNDS = _env_int("BENCH_SCALE_ROUNDS", 2)
+SKIP_SCALE = os.environ.get("BENCH_SKIP_1M") == "1"
+KEEP = os.environ.get("BENCH_KEEP") == "1"
+
+
+def say(message):
+    print(f"· {message}", flush=True)
+
+
+def identity_body(number):
+    """The body of a seeded identity: every content field, like the POST bodies of bench/load.lua."""
+    return {
+        "display_name": f"Identity {number}",
+        "description": f"Identity {number}, made by the benchmark.",
+        "image": f"https://example.org/avatars/{number}.png",
+        "external_reference": f"https://example.org/people/{number}",
+    }
+
+
+# -- databases ---------------------------------------------------------------------------------
+
+
+def flask_cli(database, *args):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}"}
+    result = subprocess.run([str(BIN / "flask"), "--app", "app", *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"flask {' '.join(args)} failed:\n{result.stderr[-2000:]}")
+    return result.stdout
+
+
+def seed_through_the_project(database, key, count):
+    """Create `count` identities with the project's own key check, schema and service; returns their ids.
+
+    One process: two writers would queue on SQLite's busy handler, which sleeps in whole milliseconds.
+    """
+    from identity import create_app, service
+    from identity.auth import verify_api_key
+    from identity.extensions import db
+    from identity.schemas import IdentityCreateSchema
+
+    app = create_app({"DATABASE_URL": f"sqlite:///{database}"})
+    schema = IdentityCreateSchema()
+    with app.app_context():
+        caller = verify_api_key(key)
+        ids = [service.create_identity(schema.load(identity_body(n)), caller).identity_id for n in range(count)]
+        db.session.remove()
+        db.engine.dispose()
+    return ids
+
+
+def checkpoint(database):
+    with sqlite3.connect(database) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+
+
+def bytes_per_identity(database):
+    checkpoint(database)
+    with sqlite3.connect(database) as connection:
+        (count,) = connection.execute("SELECT count(*) FROM identities").fetchone()
+    connection.close()
+    wal = Path(f"{database}-wal")
+    size = database.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    return size / count, count, size
+
+
+def _bulk_rows(span, creator_id, now):
+    """Rows for identities number span[0] .. span[1]-1, addressed by the project's pure content module."""
+    from identity import content
+
+    rows = []
+    for number in range(*span):
+        address = content.address(identity_body(number))
+        given = address.content
+        rows.append((
+            str(uuid.uuid4()), address.identity_id, address.content_id, address.identity_hash, "0",
+            given["display_name"], given["description"], given["image"], given["external_reference"],
+            None, None, creator_id, now, now, 0, "0", "0", "0", "complete", 0, "0", "0",
+        ))
+    return rows
+
+
+def bulk_insert(database, start, stop):
+    """Grow the table to `stop` identities in big transactions; returns a sample of all ids."""
+    connection = sqlite3.connect(database, isolation_level=None)
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA synchronous = OFF")  # a lost bulk load is simply made again
+    connection.execute("PRAGMA cache_size = -1000000")
+    (creator_id,) = connection.execute("SELECT id FROM users WHERE wallet = ?", (WALLET,)).fetchone()
+    ids = [row[0] for row in connection.execute("SELECT identity_id FROM identities")]
+    # The project's SQLite DATETIME text, as in the rows it wrote itself.
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    insert = "INSERT INTO identities VALUES (" + ", ".join("?" * 22) + ")"
+    spans = [(low, min(low + BULK_CHUNK, stop)) for low in range(start, stop, BULK_CHUNK)]
+    with multiprocessing.Pool(2) as pool:
+        for rows in pool.imap(partial(_bulk_rows, creator_id=creator_id, now=now), spans):
+            connection.execute("BEGIN")
+            connection.executemany(insert, rows)
+            connection.execute("COMMIT")
+            ids.extend(row[1] for row in rows)
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    return random.sample(ids, min(SCALE_SAMPLE, len(ids)))
+
+
+def write_ids(path, ids):
+    path.write_text("\n".join(ids) + "\n")
+    return path
+
+
+# -- servers -----------------------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def gunicorn_config():
+    """The project's production gunicorn settings, when the repository has them."""
+    return ["-c", "gunicorn.conf.py"] if (ROOT / "gunicorn.conf.py").exists() else []
+
+
+class Server:
+    """gunicorn serving `app_spec` on a free loopback port, with the project's settings and 2 sync workers."""
+
+    def __init__(self, name, app_spec, database, log_dir):
+        self.name, self.app_spec, self.database = name, app_spec, database
+        self.log_path = log_dir / f"{name}-{database.stem}.log"
+        self.process = None
+        self.port = None
+
+    @property
+    def url(self):
+        return f"http://{HOST}:{self.port}"
+
+    def start(self, timeout=60):
+        self.port = free_port()
+        env = {**os.environ, "DATABASE_URL": f"sqlite:///{self.database}", "WEB_CONCURRENCY": "2", **PRODUCTION_LIMITS}
+        command = [str(BIN / "gunicorn"), *gunicorn_config(), "--bind", f"{HOST}:{self.port}", *GUNICORN_FLAGS,
+                   self.app_spec]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log,
+                                            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn for {self.name} exited:\n{self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=5) as response:
+                    if response.status == 200 and len(self.workers()) == 2:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"gunicorn for {self.name} did not become ready")
+
+    def workers(self):
+        pid = self.process.pid
+        try:
+            return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except OSError:
+            return []
+
+    def rss_kib(self):
+        """{worker pid: VmRSS in KiB}."""
+        sizes = {}
+        for pid in self.workers():
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        sizes[pid] = int(line.split()[1])
+            except OSError:
+                pass
+        return sizes
+
+    def stop(self):
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+# -- load --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+    @property
+    def rate(self):
+        return self.requests / self.seconds
+
+
+def wrk(server, operation, key, source, seconds):
+    """One bounded wrk run of `operation` ("get" or "post") against `server`."""
+    assert server.url.startswith(f"http://{HOST}:")
+    command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--timeout", "5s", "--latency",
+               "-s", str(LOAD_SCRIPT), server.url, "--", operation, key, str(source), str(secrets.randbits(30))]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("BENCH_JSON ")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"wrk failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    figures = json.loads(lines[-1].removeprefix("BENCH_JSON "))
+    socket_errors = sum(figures[name] for name in ("connect", "read", "write", "timeout"))
+    return Run(
+        requests=figures["requests"],
+        seconds=figures["duration_us"] / 1e6,
+        p50_ms=figures["p50_us"] / 1000,
+        p99_ms=figures["p99_us"] / 1000,
+        # Every non-2xx/3xx is also unexpected; unexpected adds the 2xx/3xx that are not 200/201.
+        errors=socket_errors + max(figures["unexpected"], figures["status"]),
+    )
+
+
+def load(server, operation, key, ids_file, seconds, tag):
+    """GET picks ids from `ids_file`; POST sends bodies made unique by `tag` and a random part."""
+    source = ids_file if operation == "get" else f"{tag}-{secrets.token_hex(4)}"
+    return wrk(server, operation, key, source, seconds)
+
+
+def combined(runs):
+    """Requests/s over all rounds; p50 and p99 as the median of the rounds' figures."""
+    return Run(
+        requests=sum(run.requests for run in runs),
+        seconds=sum(run.seconds for run in runs),
+        p50_ms=statistics.median(run.p50_ms for run in runs),
+        p99_ms=statistics.median(run.p99_ms for run in runs),
+        errors=sum(run.errors for run in runs),
+    )
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("\n")[0].strip()
+    return (f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, "
+            f"{wrk_version.split(' [')[0] or 'wrk'}, gunicorn {' '.join([*gunicorn_config(), *GUNICORN_FLAGS])}")
+
+
+GOALS = {"GET": 0.6, "POST": 0.5}
+
+
+def print_table(results):
+    print()
+    print(f"Project (app:app) vs floor (bench.floor:app): wrk -t1 -c{CONNECTIONS}, {ROUNDS} rounds x {SECONDS} s "
+          f"per target and operation after {WARMUP} s warm-up, {IDENTITIES:,} seeded identities")
+    header = (f"{'op':<5} {'project req/s':>13} {'floor req/s':>11} {'ratio':>6} {'goal':>5}   "
+              f"{'project p50 / p99 ms':>20}   {'floor p50 / p99 ms':>18}   {'errors p/f':>10}")
+    print(header)
+    print("-" * len(header))
+    for operation in ("GET", "POST"):
+        project, floor = combined(results[operation]["project"]), combined(results[operation]["floor"])
+        print(f"{operation:<5} {project.rate:>13.1f} {floor.rate:>11.1f} {project.rate / floor.rate:>6.2f} "
+              f"{GOALS[operation]:>5.2f}   {project.p50_ms:>9.2f} / {project.p99_ms:>7.2f}   "
+              f"{floor.p50_ms:>8.2f} / {floor.p99_ms:>7.2f}   {f'{project.errors} / {floor.errors}':>10}")
+    print()
+    print("Per round (req/s, p50 ms, p99 ms):")
+    for operation in ("GET", "POST"):
+        for name in ("project", "floor"):
+            cells = "  ".join(f"{run.rate:7.1f} {run.p50_ms:6.2f} {run.p99_ms:7.2f}" for run in results[operation][name])
+            print(f"  {operation:<5} {name:<8} {cells}")
+
+
+def print_memory(snapshots):
+    print()
+    print("Resident memory per worker (KiB), after the warm-up and after each round of GET + POST load:")
+    for name in ("project", "floor"):
+        pids = sorted(snapshots[0][name])
+        for pid in pids:
+            sizes = [snapshot[name].get(pid) for snapshot in snapshots]
+            cells = "  ".join(f"{size:>8}" if size is not None else f"{'gone':>8}" for size in sizes)
+            measured = [size for size in sizes[1:] if size is not None]
+            growth = f"{measured[-1] - measured[0]:+d}" if len(measured) > 1 else "n/a"
+            print(f"  {name:<8} worker {pid:<8} {cells}   growth from round 1 to round {len(measured)}: {growth} KiB")
+
+
+def warm_up(targets, ids_files, key, operations):
+    for operation in operations:
+        for name, server in targets.items():
+            load(server, operation.lower(), key, ids_files[name], WARMUP, f"warmup-{name}")
+
+
+def alternate(targets, ids_files, key, operations, rounds, after_round=None):
+    """Rounds of each operation on every target; which target goes first alternates, so drift hits all alike."""
+    results = {operation: {name: [] for name in targets} for operation in operations}
+    names = list(targets)
+    for number in range(rounds):
+        order = names if number % 2 == 0 else names[::-1]
+        say(f"round {number + 1}/{rounds}: {' then '.join(order)}")
+        for operation in operations:
+            for name in order:
+                run = load(targets[name], operation.lower(), key, ids_files[name], SECONDS, f"{name}-r{number}")
+                results[operation][name].append(run)
+        if after_round:
+            after_round()
+    return results
+
+
+def print_scale(results, small, large):
+    print(f"Scale, project GET ({SCALE_ROUNDS} alternating rounds x {SECONDS} s after {WARMUP} s warm-up; "
+          f"p50/p99: median of rounds):")
+    runs = results["GET"]
+    for label, count in (("small", small[1]), ("large", large[1])):
+        run = combined(runs[label])
+        rounds = ", ".join(f"{each.p50_ms:.2f}" for each in runs[label])
+        print(f"  {count:>9,} identities: p50 {run.p50_ms:6.2f} ms, p99 {run.p99_ms:6.2f} ms, "
+              f"{run.rate:7.1f} req/s, errors {run.errors}   (p50 per round: {rounds})")
+    ratio = combined(runs["large"]).p50_ms / combined(runs["small"]).p50_ms
+    print(f"  p50 ratio {large[1]:,} / {small[1]:,}: {ratio:.2f} (goal <= 1.30)")
+
+
+def all_errors(*results):
+    return sum(run.errors for result in results for by_target in result.values()
+               for runs in by_target.values() for run in runs)
+
+
+def main():
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is missing: install it with apt-get install wrk")
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="identity-bench-"))
+    servers = []
+    try:
+        say(f"machine: {machine()}")
+        say(f"working in {work}")
+        project_db = work / "project.db"
+        flask_cli(project_db, "db", "upgrade")
+        key = flask_cli(project_db, "keys", "create", "--wallet", WALLET, "--role", "User").strip().splitlines()[-1]
+        clock = time.monotonic()
+        ids = seed_through_the_project(project_db, key, IDENTITIES)
+        say(f"seeded {len(ids):,} identities through identity.service.create_identity "
+            f"in {time.monotonic() - clock:.1f} s")
+        checkpoint(project_db)
+        floor_db, pristine_db = work / "floor.db", work / "pristine.db"
+        shutil.copy(project_db, floor_db)
+        shutil.copy(project_db, pristine_db)
+        ids_file = write_ids(work / "ids.txt", ids)
+
+        targets = {"project": Server("project", "app:app", project_db, work),
+                   "floor": Server("floor", "bench.floor:app", floor_db, work)}
+        servers += targets.values()
+        for server in targets.values():
+            server.start()
+        ids_files = {name: ids_file for name in targets}
+        say(f"warm-up: {WARMUP} s of GET and of POST on each target")
+        warm_up(targets, ids_files, key, ("GET", "POST"))
+        snapshots = []
+
+        def snapshot():
+            snapshots.append({name: server.rss_kib() for name, server in targets.items()})
+
+        snapshot()
+        results = alternate(targets, ids_files, key, ("GET", "POST"), ROUNDS, after_round=snapshot)
+        for server in targets.values():
+            server.stop()
+
+        scale_results = {}
+        if not SKIP_SCALE:
+            scale_db = work / "scale.db"
+            shutil.copy(pristine_db, scale_db)
+            clock = time.monotonic()
+            say(f"bulk-inserting up to {SCALE_IDENTITIES:,} identities")
+            sample = bulk_insert(scale_db, IDENTITIES, SCALE_IDENTITIES)
+            say(f"bulk insert took {time.monotonic() - clock:.1f} s")
+            scale_targets = {"small": Server("project", "app:app", pristine_db, work),
+                             "large": Server("project", "app:app", scale_db, work)}
+            servers += scale_targets.values()
+            for server in scale_targets.values():
+                server.start()
+            scale_ids = {"small": ids_file, "large": write_ids(work / "scale-ids.txt", sample)}
+            say(f"scale: project GET at {IDENTITIES:,} and at {SCALE_IDENTITIES:,} identities")
+            warm_up(scale_targets, scale_ids, key, ("GET",))
+            scale_results = alternate(scale_targets, scale_ids, key, ("GET",), SCALE_ROUNDS)
+            for server in scale_targets.values():
+                server.stop()
+
+        print_table(results)
+        print_memory(snapshots)
+        print()
+        small = bytes_per_identity(pristine_db)
+        print(f"Database bytes per identity: {small[0]:,.0f} at {small[1]:,} identities ({small[2]:,} bytes)")
+        if scale_results:
+            large = bytes_per_identity(scale_db)
+            print(f"Database bytes per identity: {large[0]:,.0f} at {large[1]:,} identities ({large[2]:,} bytes)")
+            print()
+            print_scale(scale_results, small, large)
+        else:
+            print("Scale: skipped (BENCH_SKIP_1M=1)")
+
+        errors = all_errors(results, scale_results)
+        print()
+        print(f"Errors (socket errors and responses other than 200/201): {errors}")
+        print(f"Benchmark took {time.monotonic() - started:.0f} s")
+    finally:
+        for server in servers:
+            server.stop()
+        if KEEP:
+            say(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

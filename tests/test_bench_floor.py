@@ -1,0 +1,120 @@
+"""The benchmark's floor (bench/floor.py) answers like the project, so `make bench` compares like with like."""
+
+import json
+import sqlite3
+
+import pytest
+from werkzeug.test import Client
+
+from bench.floor import Floor
+from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+
+FULL_BODY = {
+    "display_name": "  Ada Lovelace ",
+    "description": "First programmer",
+    "image": "ipfs://bafkreidsqvrcyrutnj6gkvplxy6altdymhmolo47iyrms6xpy65kz5uiza",
+    "external_reference": "https://example.org/ada",
+}
+
+
+@pytest.fixture
+def floor(database_path):
+    floor = Floor(str(database_path))
+    yield Client(floor)
+    floor.close()
+
+
+def shape(value):
+    """The keys, in order, and the JSON types of an object, recursively."""
+    if isinstance(value, dict):
+        return [(key, shape(item)) for key, item in value.items()]
+    return type(value).__name__
+
+
+def without_last_login(identity):
+    return {**identity, "creator": {**identity["creator"], "last_login": None}}
+
+
+@pytest.mark.parametrize("body", [{"display_name": "Short"}, FULL_BODY], ids=["name only", "every field"])
+def test_floor_creates_the_same_object_as_the_project(client, floor, user_key, body):
+    project = client.post("/identity", json=body, headers={"x-api-key": user_key})
+    other = {**body, "display_name": body["display_name"] + " (floor)"}
+    answer = floor.post("/identity", json=other, headers={"x-api-key": user_key})
+
+    assert project.status_code == answer.status_code == 201
+    assert shape(answer.json) == shape(project.json)
+    assert answer.headers["Location"] == f"/identity/{answer.json['identity_id']}"
+    assert answer.headers["Content-Type"] == project.headers["Content-Type"]
+    assert answer.json["creator"] == project.json["creator"]
+
+
+def test_each_reads_the_rows_the_other_wrote(client, floor, user_key):
+    headers = {"x-api-key": user_key}
+    by_project = client.post("/identity", json=FULL_BODY, headers=headers).json
+    by_floor = floor.post("/identity", json={"display_name": "Made by the floor"}, headers=headers).json
+
+    assert floor.get(f"/identity/{by_project['identity_id']}", headers=headers).json == by_project
+    read_back = client.get(f"/identities/{by_floor['identity_id']}", headers=headers).json
+    assert without_last_login(read_back) == without_last_login(by_floor)
+
+
+def test_floor_addresses_content_like_the_project(client, floor, admin_key):
+    headers = {"x-api-key": admin_key}
+    created = client.post("/identity", json=FULL_BODY, headers=headers)
+    renormalized = {**FULL_BODY, "display_name": "Ada Lovelace"}
+    again = floor.post("/identity", json=renormalized, headers=headers)
+
+    assert again.status_code == 409
+    assert again.json["identity_id"] == created.json["identity_id"]
+    assert again.headers["Location"] == created.headers["Location"]
+
+
+def test_floor_makes_a_new_user_for_an_unknown_creator(client, floor, admin_key):
+    answer = floor.post("/identity", json={"display_name": "For another", "creator": OTHER_WALLET.lower()},
+                        headers={"x-api-key": admin_key})
+    assert answer.status_code == 201
+    assert answer.json["creator"]["wallet"] == OTHER_WALLET
+    assert answer.json["creator"]["role"] == "User" and answer.json["creator"]["last_login"] is None
+    fetched = client.get(answer.headers["Location"], headers={"x-api-key": admin_key}).json
+    assert fetched == answer.json
+
+
+@pytest.mark.parametrize(
+    "method, path, body, content_type, use_key",
+    [
+        ("GET", "/identity/did:identity:ipfs:unknown", None, None, True),
+        ("GET", "/identity/did:identity:ipfs:unknown", None, None, False),
+        ("POST", "/identity", b'{"display_name": "x"}', "text/plain", True),
+        ("POST", "/identity", b'{"display_name": ', "application/json", True),
+        ("POST", "/identity", b"[1, 2]", "application/json", True),
+        ("POST", "/identity", b'{"display_name": "x", "colour": "red"}', "application/json", True),
+        ("POST", "/identity", b'{"description": "no name"}', "application/json", True),
+        ("POST", "/identity", b'{"display_name": "\\u0007"}', "application/json", True),
+        ("POST", "/identity", b'{"display_name": "x", "image": "ftp://example.org/a.png"}', "application/json", True),
+        ("POST", "/identity", b'{"display_name": "x", "external_reference": "https:// bad"}', "application/json", True),
+        ("POST", "/identity", json.dumps({"display_name": "x", "creator": ADMIN_WALLET}).encode(), "application/json", True),
+        ("POST", "/identity", b'{"display_name": "x", "creator": "0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"}',
+         "application/json", True),
+    ],
+    ids=["unknown id", "no key", "not json type", "bad json", "not an object", "unknown field", "missing name",
+         "control character", "bad image scheme", "white space in url", "other creator", "bad checksum"],
+)
+def test_floor_refuses_what_the_project_refuses(client, floor, user_key, method, path, body, content_type, use_key):
+    headers = {"x-api-key": user_key} if use_key else {}
+    if content_type:
+        headers["Content-Type"] = content_type
+    project = client.open(path, method=method, data=body, headers=headers)
+    answer = floor.open(path, method=method, data=body, headers=headers)
+
+    assert answer.status_code == project.status_code
+    assert answer.headers["Content-Type"] == project.headers["Content-Type"] == "application/problem+json"
+    assert answer.json.keys() == project.json.keys()
+    assert answer.json.get("errors", {}).keys() == project.json.get("errors", {}).keys()
+    assert answer.headers.get("WWW-Authenticate") == project.headers.get("WWW-Authenticate")
+
+
+def test_floor_records_last_login_like_the_project(floor, database_path, user_key):
+    floor.get("/identity/did:identity:ipfs:unknown", headers={"x-api-key": user_key})
+    with sqlite3.connect(database_path) as connection:
+        (last_login,) = connection.execute("SELECT last_login FROM users WHERE wallet = ?", (USER_WALLET,)).fetchone()
+    assert last_login is not None and len(last_login) == 26

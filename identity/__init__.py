@@ -12,7 +12,7 @@ def create_app(config=None):
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
 
-    from . import docs, headers, limits, logs, metrics, request_id
+    from . import docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
     from .cli import keys
     from .config import engine_options, settings_from_env
@@ -20,7 +20,7 @@ def create_app(config=None):
     from .extensions import db, migrate, tune_sqlite
 
     app = Flask(__name__, instance_relative_config=True)
-    app.json.sort_keys = False  # keep the contract's field order in responses
+    encoding.init_app(app)
     app.config.from_mapping(settings_from_env())
     if config:
         app.config.update(config)

@@ -2,12 +2,13 @@
 
 import hashlib
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from flask import current_app
+from flask import current_app, has_app_context
 from flask_httpauth import HTTPTokenAuth
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 
 from .errors import problem
 from .extensions import db, write_transaction
@@ -47,25 +48,70 @@ def hash_api_key(key):
 def verify_api_key(key):
     if not key or len(key) > _MAX_KEY_LENGTH:
         return None
-    row = db.session.execute(
-        select(ApiKey.id, User.id, User.wallet, User.role, User.last_login)
-        .join(User, ApiKey.user_id == User.id)
-        .where(ApiKey.key_hash == hash_api_key(key), ApiKey.revoked_at.is_(None))
-    ).first()
-    db.session.commit()
+    key_hash = hash_api_key(key)
+    cache = _key_cache()
+    entry = cache.get(key_hash)
+    now = time.monotonic()
+    if entry is None or entry.expires < now:
+        entry = _look_up(key_hash, now + current_app.config["IDENTITY_KEY_CACHE_SECONDS"])
+        if entry is None:
+            cache.pop(key_hash, None)
+            return None
+        cache[key_hash] = entry
+    _touch_last_login(entry)
+    return entry.caller
+
+
+class _CachedKey:
+    """A live key as this worker last saw it: whose it is, and until when to believe that."""
+
+    __slots__ = ("caller", "last_login", "expires")
+
+    def __init__(self, caller, last_login, expires):
+        self.caller = caller
+        self.last_login = last_login
+        self.expires = expires
+
+
+# The query of every cache miss, built once: SQLAlchemy caches its compiled form.
+_KEY_QUERY = (
+    select(ApiKey.id, User.id, User.wallet, User.role, User.last_login)
+    .join(User, ApiKey.user_id == User.id)
+    .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None))
+)
+
+
+def _look_up(key_hash, expires):
+    with db.engine.connect() as connection:
+        row = connection.execute(_KEY_QUERY, {"key_hash": key_hash}).first()
     if row is None:
         return None
     key_id, user_id, wallet, role, last_login = row
-    _touch_last_login(user_id, last_login)
-    return Caller(user_id=user_id, key_id=key_id, wallet=wallet, role=role)
+    return _CachedKey(Caller(user_id=user_id, key_id=key_id, wallet=wallet, role=role), last_login, expires)
 
 
-def _touch_last_login(user_id, last_login):
+def _key_cache():
+    """This app's cache of key lookups, by key hash.
+
+    Looking the key up is most of the work of a read; a worker believes a lookup for
+    IDENTITY_KEY_CACHE_SECONDS, which bounds how long a key revoked elsewhere still works here.
+    """
+    return current_app.extensions.setdefault("identity_key_cache", {})
+
+
+def forget_keys():
+    """Drop this process's cached key lookups, so that a revocation made here takes effect at once."""
+    if has_app_context():
+        _key_cache().clear()
+
+
+def _touch_last_login(entry):
     """Record the login at most once an interval, so that reads do not all turn into writes."""
     now = utcnow()
     cutoff = now - timedelta(seconds=current_app.config["IDENTITY_LAST_LOGIN_INTERVAL"])
-    if last_login is not None and last_login > cutoff:
+    if entry.last_login is not None and entry.last_login > cutoff:
         return
+    user_id = entry.caller.user_id
     with write_transaction() as session:
         # The condition is repeated in SQL so that concurrent workers write it once.
         session.execute(
@@ -73,6 +119,7 @@ def _touch_last_login(user_id, last_login):
             .where(User.id == user_id, or_(User.last_login.is_(None), User.last_login <= cutoff))
             .values(last_login=now)
         )
+    entry.last_login = now
 
 
 @auth.error_handler

@@ -38,10 +38,9 @@ def tune_sqlite(engine, busy_timeout_ms):
     def on_begin(connection):
         # A deferred transaction that later writes can fail at once with SQLITE_BUSY;
         # taking the write lock up front makes writers queue on the busy timeout instead.
-        if connection.get_execution_options().get(_WRITE):
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            connection.exec_driver_sql("BEGIN")
+        # Straight to the driver: SQLAlchemy's statement machinery would cost more than the statement.
+        driver = connection.connection.driver_connection
+        driver.execute("BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE) else "BEGIN")
 
 
 @contextmanager

@@ -54,3 +54,8 @@ def init_app(app):
         RATELIMIT_STORAGE_URI=app.config["IDENTITY_RATELIMIT_STORAGE"],
     )
     limiter.init_app(app)
+    # Flask-Limiter also checks every request in a before_request hook, for default and application
+    # limits. There are none here (only the decorated routes are limited, and the decorator does its
+    # own check), so that hook would only repeat, on every request, the search for limits that do
+    # not exist: a tenth of a read's time. Its header and teardown hooks stay.
+    app.before_request_funcs[None].remove(limiter._check_request_limit)

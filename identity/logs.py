@@ -11,7 +11,7 @@ import logging.config
 import time
 
 from flask import g, has_request_context, request
-from pythonjsonlogger.json import JsonFormatter
+from pythonjsonlogger.orjson import OrjsonFormatter
 
 from .auth import current_caller
 from .request_id import current_request_id
@@ -30,7 +30,8 @@ class RequestIdFilter(logging.Filter):
 
 def json_formatter():
     """The formatter of every log line: time, level, logger, message, request_id, then any extras."""
-    return JsonFormatter(
+    # orjson, as for the responses: one line per request makes the encoder part of every request's cost.
+    return OrjsonFormatter(
         "%(levelname)s %(name)s %(message)s %(request_id)s",
         rename_fields={"levelname": "level", "name": "logger"},
         timestamp="time",

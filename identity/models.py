@@ -62,6 +62,22 @@ def new_id():
     return str(uuid.uuid4())
 
 
+# What an identity created off-chain starts with (the contract's "off-chain values of a new identity").
+OFF_CHAIN = {
+    "vault_id": 0,
+    "corpora_id": None,
+    "semantic": None,
+    "num_positions": 0,
+    "assets_sum": 0,
+    "conviction_sum": 0,
+    "conviction_price": 0,
+    "status": "complete",
+    "is_user": False,
+    "user_conviction": 0,
+    "user_conviction_value": 0,
+}
+
+
 class User(db.Model):
     __tablename__ = "users"
 
@@ -98,7 +114,7 @@ class Identity(db.Model):
     # The same content is one identity, whatever DID namespace it was created under.
     content_id: Mapped[str] = mapped_column(String(64), unique=True)
     identity_hash: Mapped[str] = mapped_column(String(66))
-    vault_id: Mapped[int] = mapped_column(UInt256, default=0)
+    vault_id: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["vault_id"])
     display_name: Mapped[str] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text, nullable=True)
     image: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -108,14 +124,14 @@ class Identity(db.Model):
     creator_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    num_positions: Mapped[int] = mapped_column(types.BigInteger, default=0)
-    assets_sum: Mapped[int] = mapped_column(UInt256, default=0)
-    conviction_sum: Mapped[int] = mapped_column(UInt256, default=0)
-    conviction_price: Mapped[int] = mapped_column(UInt256, default=0)
-    status: Mapped[str] = mapped_column(String(32), default="complete")
-    is_user: Mapped[bool] = mapped_column(default=False)
-    user_conviction: Mapped[int] = mapped_column(UInt256, default=0)
-    user_conviction_value: Mapped[int] = mapped_column(UInt256, default=0)
+    num_positions: Mapped[int] = mapped_column(types.BigInteger, default=OFF_CHAIN["num_positions"])
+    assets_sum: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["assets_sum"])
+    conviction_sum: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["conviction_sum"])
+    conviction_price: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["conviction_price"])
+    status: Mapped[str] = mapped_column(String(32), default=OFF_CHAIN["status"])
+    is_user: Mapped[bool] = mapped_column(default=OFF_CHAIN["is_user"])
+    user_conviction: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction"])
+    user_conviction_value: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction_value"])
 
     creator: Mapped[User] = relationship(lazy="joined")
 

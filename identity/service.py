@@ -1,27 +1,93 @@
 """The service's operations, shared by the HTTP views, the CLI and the Python API."""
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from . import content
-from .auth import new_api_key
+from .auth import forget_keys, new_api_key
 from .errors import Forbidden, IdentityExists
 from .extensions import db, write_transaction
-from .models import ApiKey, Identity, User, utcnow
+from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
 from .wallets import checksum_wallet
 
 ROLES = ("User", "Admin")
 
 
+@dataclass(slots=True)
+class UserRecord:
+    """A user as the responses show it."""
+
+    id: str
+    wallet: str
+    role: str
+    created_at: datetime
+    updated_at: datetime
+    last_login: datetime | None
+
+
+@dataclass(slots=True)
+class IdentityRecord:
+    """An identity as the responses show it, with its creator."""
+
+    id: str
+    identity_id: str
+    content_id: str
+    identity_hash: str
+    vault_id: int
+    display_name: str
+    description: str | None
+    image: str | None
+    external_reference: str | None
+    corpora_id: str | None
+    semantic: str | None
+    creator_id: str
+    created_at: datetime
+    updated_at: datetime
+    num_positions: int
+    assets_sum: int
+    conviction_sum: int
+    conviction_price: int
+    status: str
+    is_user: bool
+    user_conviction: int
+    user_conviction_value: int
+    creator: UserRecord
+
+
+# The statements of the hot paths, built once (SQLAlchemy caches their compiled form). They run on
+# the session's connection as Core statements: an identity is read or written in one statement, and
+# the ORM's unit of work would only add cost around it.
+_IDENTITIES = Identity.__table__
+_USERS = User.__table__
+_USER_FIELDS = [column.name for column in _USERS.c if column.name in UserRecord.__slots__]
+_IDENTITY_WITH_CREATOR = (
+    select(*_IDENTITIES.c, *(_USERS.c[name].label(f"user_{name}") for name in _USER_FIELDS))
+    .join_from(_IDENTITIES, _USERS, _IDENTITIES.c.creator_id == _USERS.c.id)
+    .where(_IDENTITIES.c.identity_id == bindparam("identity_id"))
+)
+_IDENTITY_OF_CONTENT = select(_IDENTITIES.c.identity_id).where(_IDENTITIES.c.content_id == bindparam("content_id"))
+_USER_OF_WALLET = select(*(_USERS.c[name] for name in _USER_FIELDS)).where(_USERS.c.wallet == bindparam("wallet"))
+_INSERT_IDENTITY = insert(_IDENTITIES)
+_INSERT_USER = insert(_USERS)
+
+
 def get_identity(identity_id):
-    """The Identity with this identity_id, or None."""
+    """The Identity with this identity_id (an IdentityRecord), or None."""
     if content.parse_identity_id(identity_id) is None:
         # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
         return None
-    identity = db.session.execute(select(Identity).where(Identity.identity_id == identity_id)).scalar_one_or_none()
-    db.session.commit()
-    return identity
+    # A pooled connection of its own: a read needs none of the session's bookkeeping.
+    with db.engine.connect() as connection:
+        row = connection.execute(_IDENTITY_WITH_CREATOR, {"identity_id": identity_id}).first()
+    if row is None:
+        return None
+    fields = row._asdict()
+    creator = UserRecord(**{name: fields.pop(f"user_{name}") for name in _USER_FIELDS})
+    return IdentityRecord(**fields, creator=creator)
 
 
 def canonical_content(identity):
@@ -32,7 +98,7 @@ def canonical_content(identity):
 
 
 def create_identity(fields, caller):
-    """Create an off-chain Identity from validated `fields` on behalf of `caller`.
+    """Create an off-chain Identity from validated `fields` on behalf of `caller`; returns its IdentityRecord.
 
     Raises Forbidden when a User key names another creator, IdentityExists for known content.
     """
@@ -40,48 +106,50 @@ def create_identity(fields, caller):
     if caller.role != "Admin" and creator != caller.wallet:
         raise Forbidden("A User key may create identities only with its own wallet as creator.")
     address = content.address(fields, current_app.config["IDENTITY_DID_NAMESPACE"])
+    now = utcnow()
+    values = {
+        "id": new_id(),
+        "identity_id": address.identity_id,
+        "content_id": address.content_id,
+        "identity_hash": address.identity_hash,
+        **{name: address.content.get(name) for name in content.CONTENT_FIELDS},
+        **OFF_CHAIN,
+        "created_at": now,
+        "updated_at": now,
+    }
     try:
         with write_transaction() as session:
-            _refuse_known_content(session, address.content_id)
-            user = _user_of_wallet(session, creator, "User")
-            now = utcnow()
-            identity = Identity(
-                identity_id=address.identity_id,
-                content_id=address.content_id,
-                identity_hash=address.identity_hash,
-                creator=user,
-                created_at=now,
-                updated_at=now,
-                **{name: address.content.get(name) for name in content.CONTENT_FIELDS},
-            )
-            session.add(identity)
+            connection = session.connection()
+            _refuse_known_content(connection, address.content_id)
+            user = _user_of_wallet(connection, creator, "User")
+            connection.execute(_INSERT_IDENTITY, {**values, "creator_id": user.id})
     except IntegrityError:
         # Another writer stored the same content between our check and our insert.
-        _refuse_known_content(db.session, address.content_id)
+        _refuse_known_content(db.session.connection(), address.content_id)
         raise
-    return identity
+    return IdentityRecord(**values, creator_id=user.id, creator=user)
 
 
-def _user_of_wallet(session, wallet, role):
-    """The user of `wallet`; a wallet the service has not seen becomes a user with `role`."""
-    query = select(User).where(User.wallet == wallet)
-    user = session.execute(query).scalar_one_or_none()
-    if user is not None:
-        return user
+def _user_of_wallet(connection, wallet, role):
+    """The user of `wallet` (a UserRecord); a wallet the service has not seen becomes a user with `role`."""
+    row = connection.execute(_USER_OF_WALLET, {"wallet": wallet}).first()
+    if row is not None:
+        return UserRecord(**row._asdict())
+    now = utcnow()
+    user = UserRecord(id=new_id(), wallet=wallet, role=role, created_at=now, updated_at=now, last_login=None)
     try:
         # A savepoint, so that losing the race below does not undo the rest of the caller's transaction.
-        with session.begin_nested():
-            user = User(wallet=wallet, role=role)
-            session.add(user)
+        with connection.begin_nested():
+            connection.execute(_INSERT_USER, {name: getattr(user, name) for name in _USER_FIELDS})
     except IntegrityError:
         # Another node created this wallet's user since our read (SQLite's write lock rules that out,
         # PostgreSQL's READ COMMITTED does not); that user is committed now, and this read sees it.
-        user = session.execute(query).scalar_one()
+        user = UserRecord(**connection.execute(_USER_OF_WALLET, {"wallet": wallet}).one()._asdict())
     return user
 
 
-def _refuse_known_content(session, content_id):
-    existing = session.execute(select(Identity.identity_id).where(Identity.content_id == content_id)).scalar()
+def _refuse_known_content(connection, content_id):
+    existing = connection.execute(_IDENTITY_OF_CONTENT, {"content_id": content_id}).scalar()
     if existing is not None:
         raise IdentityExists(existing)
 
@@ -95,17 +163,16 @@ def issue_key(wallet, role=None):
         raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
     wallet = checksum_wallet(wallet)
     with write_transaction() as session:
-        user = _user_of_wallet(session, wallet, role or "User")
+        user = _user_of_wallet(session.connection(), wallet, role or "User")
         if role is not None and user.role != role:
-            user.role = role
-            user.updated_at = utcnow()
-        key, api_key = _add_key(session, user)
+            session.execute(update(User).where(User.id == user.id).values(role=role, updated_at=utcnow()))
+        key, api_key = _add_key(session, user.id)
     return key, api_key
 
 
-def _add_key(session, user):
+def _add_key(session, user_id):
     key, key_hash = new_api_key()
-    api_key = ApiKey(user=user, key_hash=key_hash, hint=key[:9])
+    api_key = ApiKey(user_id=user_id, key_hash=key_hash, hint=key[:9])
     session.add(api_key)
     return key, api_key
 
@@ -131,6 +198,7 @@ def revoke_key(key_id=None, wallet=None):
         now = utcnow()
         for api_key in keys:
             api_key.revoked_at = now
+    forget_keys()
     return len(keys)
 
 
@@ -146,5 +214,6 @@ def rotate_key(key_id):
         if old is None:
             raise ValueError(f"No live key has the id {key_id!r}.")
         old.revoked_at = utcnow()
-        key, api_key = _add_key(session, old.user)
+        key, api_key = _add_key(session, old.user_id)
+    forget_keys()
     return key, api_key

@@ -12,6 +12,7 @@ from identity.extensions import db
 from identity.models import ApiKey, User, utcnow
 from tests.conftest import USER_WALLET
 
+UNKNOWN = "did:identity:ipfs:bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
 ROUTES = [("GET", "/identity/did:identity:ipfs:x"), ("GET", "/identities/x"), ("POST", "/identity"), ("POST", "/identities")]
 
 
@@ -95,6 +96,7 @@ def test_last_login_is_written_on_first_use(app, client, user_key):
     assert after is not None and abs(utcnow() - after) < timedelta(seconds=5)
 
 
+@pytest.mark.parametrize("app_config", [{"IDENTITY_KEY_CACHE_SECONDS": 0}])  # the test edits the row behind the cache
 def test_last_login_is_written_at_most_once_a_minute(app, client, user_key):
     def last_login():
         with app.app_context():
@@ -127,7 +129,7 @@ def test_reads_within_the_interval_do_not_write(app, client, user_key):
     event.listen(engine, "before_cursor_execute", record)
     try:
         for _ in range(5):
-            assert client.get("/identity/x", headers={"x-api-key": user_key}).status_code == 404
+            assert client.get(f"/identity/{UNKNOWN}", headers={"x-api-key": user_key}).status_code == 404
     finally:
         event.remove(engine, "before_cursor_execute", record)
     assert "SELECT" in statements
@@ -139,3 +141,29 @@ def test_key_of_a_revoked_wallet_stops_working_at_once(app, client, user_key):
     with app.app_context():
         assert service.revoke_key(wallet=USER_WALLET) == 1
     refusal(call(client, "POST", "/identity", user_key))
+
+
+@pytest.mark.parametrize("app_config", [{"IDENTITY_KEY_CACHE_SECONDS": 30}])
+def test_a_key_revoked_by_another_process_stops_working_within_the_cache_time(
+    app, client, user_key, database_url, monkeypatch
+):
+    import identity.auth
+    from tests.conftest import make_app
+
+    clock = [1000.0]
+    monkeypatch.setattr(identity.auth.time, "monotonic", lambda: clock[0])
+    assert call(client, "POST", "/identity", user_key).status_code == 201  # looked up, then trusted
+    other_worker = make_app(database_url)
+    with other_worker.app_context():
+        assert service.revoke_key(wallet=USER_WALLET) == 1
+    clock[0] += 29
+    assert client.get("/identity/x", headers={"x-api-key": user_key}).status_code == 404  # still trusted
+    clock[0] += 2
+    refusal(call(client, "POST", "/identity", user_key))
+
+
+def test_a_key_revoked_in_this_process_stops_working_at_once(app, client, user_key):
+    assert client.get("/identity/x", headers={"x-api-key": user_key}).status_code == 404
+    with app.app_context():
+        service.revoke_key(wallet=USER_WALLET)
+    refusal(call(client, "GET", "/identity/x", user_key))

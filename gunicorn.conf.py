@@ -10,6 +10,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from gunicorn import glogging
+
 # prometheus_client picks its multiprocess mode when it is first imported, so the directory must be
 # in the environment, and exist, before anything imports it: here, in the master, before the import
 # of identity below and before any worker forks. Without one given, a fresh directory is made, and
@@ -71,6 +73,16 @@ loglevel = _settings["IDENTITY_LOG_LEVEL"].lower()
 errorlog = "-"
 accesslog = None
 logconfig_dict = logging_config(_settings["IDENTITY_LOG_LEVEL"])
+
+
+class _Logger(glogging.Logger):
+    """gunicorn's logger without its access line: the app writes a richer one (route, key id), and
+    with a logging configuration gunicorn would otherwise build its own for every request, to drop it."""
+
+    access_log_enabled = False
+
+
+logger_class = _Logger
 
 
 def on_starting(server):

@@ -5,6 +5,7 @@ from contextlib import contextmanager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase
 
 
@@ -58,6 +59,22 @@ def write_transaction():
         raise
 
 
+@contextmanager
+def write_connection():
+    """A Core connection whose transaction holds the write lock from its first statement.
+
+    For the create path: its statements need none of the session's unit of work. Whatever the
+    session has open is committed first, as write_transaction does.
+    """
+    session = db.session()
+    if session.in_transaction():
+        session.commit()
+    with db.engine.connect() as connection:
+        connection.execution_options(**{_WRITE: True})
+        with connection.begin():
+            yield connection
+
+
 _COMPILED = {}
 
 
@@ -76,13 +93,25 @@ def fetch_one(statement, params):
         compiled = _COMPILED[key] = (sql.string, sql.positiontup)
     sql, positions = compiled
     arguments = params if positions is None else tuple(params[name] for name in positions)
-    connection = engine.raw_connection()
+    dbapi = engine.dialect.loaded_dbapi
+    connection = None
     try:
+        connection = engine.raw_connection()
         cursor = connection.cursor()
         try:
             cursor.execute(sql, arguments)
             return cursor.fetchone()
         finally:
             cursor.close()
+    except dbapi.Error as error:
+        # As SQLAlchemy's own execution would: a connection the server dropped leaves the pool, and
+        # the driver's error becomes SQLAlchemy's (an OperationalError is a 503, see errors.py).
+        lost = connection is None or engine.dialect.is_disconnect(error, connection.dbapi_connection, None)
+        if lost and connection is not None:
+            connection.invalidate(error)
+        raise DBAPIError.instance(
+            sql, arguments, error, dbapi.Error, connection_invalidated=lost, dialect=engine.dialect
+        ) from error
     finally:
-        connection.close()  # back to the pool, which rolls back whatever the driver began
+        if connection is not None:
+            connection.close()  # back to the pool, which rolls back whatever the driver began

@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from . import content
 from .auth import forget_keys, new_api_key
 from .errors import Forbidden, IdentityExists
-from .extensions import db, fetch_one, write_transaction
+from .extensions import db, fetch_one, write_connection, write_transaction
 from .models import OFF_CHAIN, ApiKey, Identity, UInt256, User, UTCDateTime, new_id, utcnow
 from .wallets import checksum_wallet
 
@@ -152,14 +152,14 @@ def create_identity(fields, caller):
         "updated_at": now,
     }
     try:
-        with write_transaction() as session:
-            connection = session.connection()
+        with write_connection() as connection:
             _refuse_known_content(connection, address.content_id)
             user = _user_of_wallet(connection, creator, "User")
             connection.execute(_INSERT_IDENTITY, {**values, "creator_id": user.id})
     except IntegrityError:
         # Another writer stored the same content between our check and our insert.
-        _refuse_known_content(db.session.connection(), address.content_id)
+        with db.engine.connect() as connection:
+            _refuse_known_content(connection, address.content_id)
         raise
     return IdentityRecord(**values, creator_id=user.id, creator=user)
 

@@ -1,4 +1,5 @@
-"""The Flask extensions, created unbound so the factory can bind them to any app."""
+"""The Flask extensions, created unbound so the factory can bind them to any app, and the ways the
+service reaches the database through them: session transactions, Core connections, raw reads."""
 
 from contextlib import contextmanager
 

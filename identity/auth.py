@@ -11,7 +11,7 @@ from flask_httpauth import HTTPTokenAuth
 from sqlalchemy import bindparam, or_, select, update
 
 from .errors import problem
-from .extensions import db, write_transaction
+from .extensions import fetch_one, write_transaction
 from .models import ApiKey, User, utcnow
 
 # A fixed prefix lets secret scanners find a leaked key; 32 random bytes give 256 bits of entropy.
@@ -73,21 +73,20 @@ class _CachedKey:
         self.expires = expires
 
 
-# The query of every cache miss, built once: SQLAlchemy caches its compiled form.
+# The query of every cache miss, built once and run through fetch_one.
 _KEY_QUERY = (
-    select(ApiKey.id, User.id, User.wallet, User.role, User.last_login)
+    select(ApiKey.id.label("key_id"), User.id.label("user_id"), User.wallet, User.role, User.last_login)
     .join(User, ApiKey.user_id == User.id)
     .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None))
 )
 
 
 def _look_up(key_hash, expires):
-    with db.engine.connect() as connection:
-        row = connection.execute(_KEY_QUERY, {"key_hash": key_hash}).first()
-    if row is None:
+    fields = fetch_one(_KEY_QUERY, {"key_hash": key_hash})
+    if fields is None:
         return None
-    key_id, user_id, wallet, role, last_login = row
-    return _CachedKey(Caller(user_id=user_id, key_id=key_id, wallet=wallet, role=role), last_login, expires)
+    last_login = fields.pop("last_login")
+    return _CachedKey(Caller(**fields), last_login, expires)
 
 
 def _key_cache():

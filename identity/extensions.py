@@ -5,7 +5,7 @@ from contextlib import contextmanager
 
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
-from sqlalchemy import event
+from sqlalchemy import Boolean, event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase
 
@@ -45,12 +45,19 @@ def tune_sqlite(engine, busy_timeout_ms):
         driver.execute("BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE) else "BEGIN")
 
 
-@contextmanager
-def write_transaction():
-    """A session transaction that holds the database's write lock from its first statement."""
+def _commit_open_session():
+    # What the request's session has open is committed first, so that the write lock taken next
+    # is not waited for by a transaction of this same request.
     session = db.session()
     if session.in_transaction():
         session.commit()
+    return session
+
+
+@contextmanager
+def write_transaction():
+    """A session transaction that holds the database's write lock from its first statement."""
+    session = _commit_open_session()
     session.connection(execution_options={_WRITE: True})
     try:
         yield session
@@ -64,12 +71,9 @@ def write_transaction():
 def write_connection():
     """A Core connection whose transaction holds the write lock from its first statement.
 
-    For the create path: its statements need none of the session's unit of work. Whatever the
-    session has open is committed first, as write_transaction does.
+    For the create path: its statements need none of the session's unit of work.
     """
-    session = db.session()
-    if session.in_transaction():
-        session.commit()
+    _commit_open_session()
     with db.engine.connect() as connection:
         connection.execution_options(**{_WRITE: True})
         with connection.begin():
@@ -80,19 +84,21 @@ _COMPILED = {}
 
 
 def fetch_one(statement, params):
-    """The first row of a prebuilt SELECT, as the driver returns it, from a pooled DBAPI connection.
+    """The first row of a prebuilt SELECT as {column name: value}, or None, from a pooled DBAPI connection.
 
     SQLAlchemy compiles the statement, once per dialect, and lends the connection from its pool;
     what is skipped is its per-execution machinery, which on the hot reads costs more than the query
-    itself. Values come back as the driver gives them (see service.read_row for the conversions).
+    itself. Values are converted as the selected columns' types would convert them.
     """
     engine = db.engine
     key = (id(statement), engine.dialect.name)
     compiled = _COMPILED.get(key)
     if compiled is None:
         sql = statement.compile(dialect=engine.dialect)
-        compiled = _COMPILED[key] = (sql.string, sql.positiontup)
-    sql, positions = compiled
+        columns = statement.selected_columns
+        readers = [(name, _driver_reader(columns[name].type)) for name in columns.keys()]
+        compiled = _COMPILED[key] = (sql.string, sql.positiontup, readers)
+    sql, positions, readers = compiled
     arguments = params if positions is None else tuple(params[name] for name in positions)
     dbapi = engine.dialect.loaded_dbapi
     connection = None
@@ -101,7 +107,7 @@ def fetch_one(statement, params):
         cursor = connection.cursor()
         try:
             cursor.execute(sql, arguments)
-            return cursor.fetchone()
+            row = cursor.fetchone()
         finally:
             cursor.close()
     except dbapi.Error as error:
@@ -116,3 +122,16 @@ def fetch_one(statement, params):
     finally:
         if connection is not None:
             connection.close()  # back to the pool, which rolls back whatever the driver began
+    if row is None:
+        return None
+    return {
+        name: value if read is None or value is None else read(value)
+        for (name, read), value in zip(readers, row, strict=True)
+    }
+
+
+def _driver_reader(column_type):
+    """How to turn a driver's value for `column_type` into what SQLAlchemy would give."""
+    if isinstance(column_type, Boolean):
+        return bool  # SQLite returns 0 and 1
+    return getattr(column_type, "from_driver", None)

@@ -32,6 +32,11 @@ class UInt256(types.TypeDecorator):
         return str(value) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value, dialect):
+        return self.from_driver(value)
+
+    @staticmethod
+    def from_driver(value):
+        """The int of what a driver returns: a decimal string on SQLite, a Decimal on PostgreSQL."""
         return None if value is None else int(value)
 
 
@@ -49,9 +54,16 @@ class UTCDateTime(types.TypeDecorator):
         return value
 
     def process_result_value(self, value, dialect):
-        if value is not None:
-            value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-        return value
+        return self.from_driver(value)
+
+    @staticmethod
+    def from_driver(value):
+        """An aware UTC datetime from what a driver returns: text on SQLite, a datetime elsewhere."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def utcnow():

@@ -27,15 +27,11 @@ def current_request_id():
     return g.request_id
 
 
-def assign_request_id():
-    current_request_id()
-
-
 def send_request_id(response):
     response.headers[HEADER] = current_request_id()
     return response
 
 
 def init_app(app):
-    app.before_request(assign_request_id)
+    # No before_request hook: the id is assigned on first use (a log line, an error, this header).
     app.after_request(send_request_id)

@@ -1,17 +1,17 @@
 """The service's operations, shared by the HTTP views, the CLI and the Python API."""
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from flask import current_app
-from sqlalchemy import Boolean, bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from . import content
 from .auth import forget_keys, new_api_key
 from .errors import Forbidden, IdentityExists
 from .extensions import db, fetch_one, write_connection, write_transaction
-from .models import OFF_CHAIN, ApiKey, Identity, UInt256, User, UTCDateTime, new_id, utcnow
+from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
 from .wallets import checksum_wallet
 
 ROLES = ("User", "Admin")
@@ -58,8 +58,8 @@ class IdentityRecord:
     creator: UserRecord
 
 
-# The statements of the hot paths, built once (SQLAlchemy caches their compiled form). They run on
-# the session's connection as Core statements: an identity is read or written in one statement, and
+# The statements of the hot paths, built once. They run as Core statements (the read straight on a
+# pooled DBAPI connection, see fetch_one): an identity is read or written in one statement each, and
 # the ORM's unit of work would only add cost around it.
 _IDENTITIES = Identity.__table__
 _USERS = User.__table__
@@ -75,53 +75,17 @@ _INSERT_IDENTITY = insert(_IDENTITIES)
 _INSERT_USER = insert(_USERS)
 
 
-def _as_utc(value):
-    if value is None:
-        return None
-    if isinstance(value, str):  # SQLite keeps timestamps as text
-        value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _as_int(value):
-    return None if value is None else int(value)  # a decimal string on SQLite, a Decimal on PostgreSQL
-
-
-def _reader(column):
-    """How to turn what the driver returns for `column` into what the column type would give."""
-    if isinstance(column.type, UTCDateTime):
-        return _as_utc
-    if isinstance(column.type, UInt256):
-        return _as_int
-    if isinstance(column.type, Boolean):
-        return bool
-    return None
-
-
-def read_row(columns, row):
-    """A driver's row as {name: value}, converted as SQLAlchemy's column types would."""
-    return {
-        name: value if read is None or value is None else read(value)
-        for (name, read), value in zip(columns, row, strict=True)
-    }
-
-
-_IDENTITY_READ = [(column.name, _reader(column)) for column in _IDENTITIES.c]
-_USER_READ = [(name, _reader(_USERS.c[name])) for name in _USER_FIELDS]
-
-
 def get_identity(identity_id):
     """The Identity with this identity_id (an IdentityRecord), or None."""
     if content.parse_identity_id(identity_id) is None:
         # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
         return None
     # The hottest read of the service: one indexed SELECT, run on a pooled DBAPI connection.
-    row = fetch_one(_IDENTITY_WITH_CREATOR, {"identity_id": identity_id})
-    if row is None:
+    fields = fetch_one(_IDENTITY_WITH_CREATOR, {"identity_id": identity_id})
+    if fields is None:
         return None
-    split = len(_IDENTITY_READ)
-    creator = UserRecord(**read_row(_USER_READ, row[split:]))
-    return IdentityRecord(**read_row(_IDENTITY_READ, row[:split]), creator=creator)
+    creator = UserRecord(**{name: fields.pop(f"user_{name}") for name in _USER_FIELDS})
+    return IdentityRecord(**fields, creator=creator)
 
 
 def canonical_content(identity):

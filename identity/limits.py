@@ -1,61 +1,177 @@
-"""Rate limits per API key, by Flask-Limiter: one budget for reads, one for creates.
+"""Rate limits per API key: one budget for reads, one for creates, counted by the `limits` library.
 
 The limits sit under `auth.login_required` on each view, so they are checked after the key is:
 a request with a missing, unknown or revoked key is refused with 401 before it can touch any
 budget, and the budget is named by the key's id, never by the key itself.
+
+`limits` does the counting (fixed windows, in memory or in a shared storage such as Redis); this
+module is the Flask side of it, and only what the service needs: two budgets, named by key id,
+headers on every limited response, and a 429 as problem details. (Flask-Limiter did this job first;
+its general machinery for per-request limit resolution, exemptions and callbacks was a quarter of a
+read's time, see the Performance section of the README.)
 """
 
-from flask import current_app
-from flask_limiter import Limiter
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from functools import wraps
+
+from flask import current_app, g
+from limits import parse_many
+from limits.errors import StorageError
+from limits.storage import MemoryStorage, storage_from_string
+from limits.strategies import FixedWindowRateLimiter
+from werkzeug.exceptions import TooManyRequests
 
 from .auth import current_caller
 
+log = logging.getLogger(__name__)
 
-def caller_key_id():
-    """Whose budget a request spends: the id of the authenticated key (only valid under login_required)."""
-    return current_caller().key_id
-
-
-# One Limiter for the process, as Flask-Limiter is built to be used: its storage and settings come
-# from the app that init_app last bound, which in production is the only one. No default or
-# application limits: only the routes decorated below are limited, so /healthz, /readyz, the
-# OpenAPI document and /metrics never are.
-limiter = Limiter(
-    key_func=caller_key_id,
-    key_prefix="identity",
-    strategy="fixed-window",
-    headers_enabled=True,
-    # When the shared storage (Redis) does not answer, count in this process until it is back,
-    # rather than failing every request: a degraded limit beats an outage.
-    in_memory_fallback_enabled=True,
-    swallow_errors=True,
-)
+KEY_PREFIX = "identity"
+# While the shared storage fails, counts are kept in the process; it is tried again after this many
+# seconds, doubled after each further failure up to the last figure.
+RETRY_SHARED_SECONDS = (1, 60)
 
 
-def _budget(setting, scope, what):
-    """A limit shared by every route it decorates (the singular and plural paths spend one budget)."""
-    return limiter.shared_limit(
-        lambda: current_app.config[setting],
-        scope=scope,
-        error_message=lambda: (
-            f"Too many {what} with this API key: the limit is {current_app.config[setting]}. "
-            "Retry after the number of seconds in Retry-After."
-        ),
-    )
+class SweepingMemoryStorage(MemoryStorage):
+    """limits' in-memory storage, freeing expired counters at most once a second.
+
+    The base class starts a new timer thread 10 ms after its last sweep whenever a counter moves:
+    under steady load, a hundred thread starts a second, each of which the request that starts it
+    waits for. Sweeping only frees memory: a counter whose window has ended is dropped when it is
+    next read, so the counts are the same either way.
+    """
+
+    SWEEP_SECONDS = 1.0
+
+    def __init__(self, uri=None, **options):
+        self._next_sweep = 0.0
+        super().__init__(uri, **options)  # which starts a first, 10 ms timer
+
+    # The base class's (name-mangled) hook, called on every change of a counter.
+    def _MemoryStorage__schedule_expiry(self):
+        now = time.monotonic()
+        if now < self._next_sweep or self.timer.is_alive():
+            return
+        self._next_sweep = now + self.SWEEP_SECONDS
+        self.timer = threading.Timer(self.SWEEP_SECONDS, self._MemoryStorage__expire_events)
+        self.timer.daemon = True
+        self.timer.start()
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a request learnt of its budget: allowed or not, and the limit its headers describe."""
+
+    allowed: bool
+    limit: int
+    remaining: int
+    reset: float  # Unix time at which the window ends
+
+    def headers(self):
+        return {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Remaining": str(self.remaining),
+            "X-RateLimit-Reset": str(math.ceil(self.reset)),
+            "Retry-After": str(max(0, math.ceil(self.reset - time.time()))),
+        }
+
+
+class RateLimits:
+    """One app's budgets, and where their counts are kept."""
+
+    def __init__(self, config):
+        # Each budget is one or more limits ("10/second;120/minute"), smallest window first.
+        self.budgets = {
+            "read": sorted(parse_many(config["IDENTITY_RATELIMIT_READ"])),
+            "create": sorted(parse_many(config["IDENTITY_RATELIMIT_CREATE"])),
+        }
+        self.local = FixedWindowRateLimiter(SweepingMemoryStorage())
+        uri = config["IDENTITY_RATELIMIT_STORAGE"]
+        self.shared = None
+        if not uri.startswith("memory://"):
+            self.shared = FixedWindowRateLimiter(storage_from_string(uri, wrap_exceptions=True))
+        self._shared_failures = 0
+        self._retry_shared_at = 0.0
+
+    def spend(self, budget, key_id):
+        """Count one request of `key_id` against `budget` ("read" or "create")."""
+        if self.shared is not None and time.monotonic() >= self._retry_shared_at:
+            try:
+                window = self._spend(self.shared, budget, key_id)
+            except StorageError as error:
+                self._shared_failed(error)
+            else:
+                if self._shared_failures:
+                    log.warning("rate limit storage answers again; counting there")
+                    self._shared_failures = 0
+                return window
+        # The in-memory storage, or its stand-in while the shared one does not answer: a degraded
+        # limit beats refusing every request.
+        return self._spend(self.local, budget, key_id)
+
+    def _spend(self, limiter, budget, key_id):
+        identifiers = (KEY_PREFIX, key_id, budget)
+        items = self.budgets[budget]
+        for item in items:
+            if not limiter.hit(item, *identifiers):
+                return self._window(limiter, item, identifiers, allowed=False)
+        # Within every limit: the headers describe the one of the smallest window.
+        return self._window(limiter, items[0], identifiers, allowed=True)
+
+    @staticmethod
+    def _window(limiter, item, identifiers, allowed):
+        reset, remaining = limiter.get_window_stats(item, *identifiers)
+        return Window(allowed, item.amount, remaining, reset)
+
+    def _shared_failed(self, error):
+        delay = min(RETRY_SHARED_SECONDS[0] * 2**self._shared_failures, RETRY_SHARED_SECONDS[1])
+        self._shared_failures += 1
+        self._retry_shared_at = time.monotonic() + delay
+        log.warning("rate limit storage unreachable (%s); counting in this process for %d s",
+                    type(error.storage_error).__name__, delay)
+
+
+def rate_limits(app):
+    return app.extensions["identity_rate_limits"]
+
+
+def _budget(setting, budget, what):
+    """A decorator that spends `budget`: shared by every route it decorates, so the singular and
+    plural paths spend one budget."""
+
+    def decorate(view):
+        @wraps(view)
+        def limited(*args, **kwargs):
+            app = current_app._get_current_object()
+            window = rate_limits(app).spend(budget, current_caller().key_id)
+            # Every response to this request carries the headers, errors included: see send_headers.
+            g.rate_limit_window = window
+            if not window.allowed:
+                raise TooManyRequests(
+                    f"Too many {what} with this API key: the limit is {app.config[setting]}. "
+                    "Retry after the number of seconds in Retry-After."
+                )
+            return view(*args, **kwargs)
+
+        return limited
+
+    return decorate
 
 
 reads = _budget("IDENTITY_RATELIMIT_READ", "read", "reads")
 creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
 
 
+def send_headers(response):
+    window = g.get("rate_limit_window")
+    if window is not None:
+        response.headers.update(window.headers())
+    return response
+
+
 def init_app(app):
-    app.config.update(
-        RATELIMIT_ENABLED=True,
-        RATELIMIT_STORAGE_URI=app.config["IDENTITY_RATELIMIT_STORAGE"],
-    )
-    limiter.init_app(app)
-    # Flask-Limiter also checks every request in a before_request hook, for default and application
-    # limits. There are none here (only the decorated routes are limited, and the decorator does its
-    # own check), so that hook would only repeat, on every request, the search for limits that do
-    # not exist: a tenth of a read's time. Its header and teardown hooks stay.
-    app.before_request_funcs[None].remove(limiter._check_request_limit)
+    app.extensions["identity_rate_limits"] = RateLimits(app.config)
+    app.after_request(send_headers)

@@ -1,7 +1,9 @@
 """Rate limits per API key: reads and creates have budgets, named by the key's id."""
 
 import os
+import shutil
 import sqlite3
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -100,14 +102,14 @@ def test_budgets_are_named_by_key_id_never_by_the_key(app, client, user_key):
     from sqlalchemy import select
 
     from identity.extensions import db
-    from identity.limits import limiter
+    from identity.limits import rate_limits
     from identity.models import ApiKey
 
     creates(client, user_key, 1)
     reads(client, user_key, 1)
     with app.app_context():
         key_id = db.session.execute(select(ApiKey.id)).scalar_one()
-    names = list(limiter.storage.storage)  # the in-memory storage: counter name -> count
+    names = list(rate_limits(app).local.storage.storage)  # the in-memory storage: counter name -> count
     assert len(names) == 2
     assert all(key_id in name and user_key not in name for name in names)
 
@@ -193,3 +195,91 @@ def test_workers_share_counts_through_redis(database_path, issue_key):
         key_id = connection.execute("SELECT id FROM api_keys").fetchone()[0]
     names = [name.decode() for name in redis.Redis.from_url(REDIS_URL).keys(f"*{key_id}*")]
     assert names and not any(key in name for name in names)
+
+
+@pytest.mark.parametrize("app_config", [{"IDENTITY_RATELIMIT_CREATE": "2/second;5/minute"}])
+def test_a_budget_of_several_limits_refuses_at_the_first_one_spent(client, user_key):
+    responses = creates(client, user_key, 3)
+    assert [r.status_code for r in responses] == [201, 201, 429]
+    # Within both limits, the headers describe the smaller window; over one, the one that refused.
+    assert responses[0].headers["X-RateLimit-Limit"] == "2" and responses[0].headers["X-RateLimit-Remaining"] == "1"
+    assert_refused_for_rate(responses[2], "2/second;5/minute")
+    assert responses[2].headers["X-RateLimit-Limit"] == "2"
+    assert int(responses[2].headers["Retry-After"]) <= 1
+
+
+def test_limited_error_responses_carry_the_headers_too(client, user_key):
+    missing = reads(client, user_key, 1)[0]
+    invalid = client.post("/identity", json={"nickname": "x"}, headers={"x-api-key": user_key})
+    assert (missing.status_code, invalid.status_code) == (404, 422)
+    assert missing.headers["X-RateLimit-Remaining"] == "2"  # reads: 3/minute
+    assert invalid.headers["X-RateLimit-Remaining"] == "4"  # creates: 5/minute
+
+
+def test_the_in_memory_storage_sweeps_without_a_thread_per_change():
+    """limits' own in-memory storage starts a timer thread 10 ms after each sweep whenever a counter
+    moves; this one keeps at most one sweep a second, and its windows still end on time."""
+    from limits import parse
+    from limits.strategies import FixedWindowRateLimiter
+
+    from identity.limits import SweepingMemoryStorage
+
+    storage = SweepingMemoryStorage()
+    limiter = FixedWindowRateLimiter(storage)
+    item = parse("1000000/second")
+    timers = set()
+    started = time.monotonic()
+    while time.monotonic() - started < 0.5:
+        assert limiter.hit(item, "k")
+        timers.add(id(storage.timer))
+    assert len(timers) <= 2  # the first one the constructor starts, and at most one sweep since
+    short = parse("2/second")
+    assert [limiter.hit(short, "s") for _ in range(3)] == [True, True, False]
+    time.sleep(1.1)
+    assert limiter.hit(short, "s")  # the window ended, whether or not a sweep ran
+    deadline = time.monotonic() + 5
+    while storage.storage and time.monotonic() < deadline:  # the sweep frees the ended windows
+        time.sleep(0.1)
+        limiter.hit(parse("1/day"), "nudge")  # a change of a counter schedules the sweep
+        storage.clear(parse("1/day").key_for("nudge"))
+    assert not storage.storage
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed (.ci/redis installs it)")
+def test_counting_returns_to_the_shared_storage_when_it_answers_again(tmp_path, caplog):
+    from identity.limits import RateLimits
+
+    port = free_port()
+    limits = RateLimits({
+        "IDENTITY_RATELIMIT_READ": "3/minute",
+        "IDENTITY_RATELIMIT_CREATE": "3/minute",
+        "IDENTITY_RATELIMIT_STORAGE": f"redis://127.0.0.1:{port}/0",
+    })
+    # Nothing listens yet: counted in the process, and said once.
+    assert [limits.spend("read", "key-1").remaining for _ in range(2)] == [2, 1]
+    assert "rate limit storage unreachable" in caplog.text
+    server = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        time.sleep(1.1)  # the first retry comes a second after the failure
+        # Back on the shared storage, whose count starts afresh.
+        assert limits.spend("read", "key-1").remaining == 2
+        assert "answers again" in caplog.text
+        assert [name.decode() for name in client.keys("*key-1*")]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -10,16 +10,15 @@ def create_app(config=None):
     # Imported here rather than at the top: the package's pytest plugin (identity.pytest_plugin) is
     # loaded by every pytest run in an environment that has the package installed, and a run that
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
-    from flask import Flask
-
     from . import docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
+    from .application import IdentityFlask
     from .cli import keys
     from .config import engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
 
-    app = Flask(__name__, instance_relative_config=True)
+    app = IdentityFlask(__name__, instance_relative_config=True)
     encoding.init_app(app)
     app.config.from_mapping(settings_from_env())
     if config:

@@ -9,7 +9,7 @@ the process's own registry is served.
 import os
 import time
 
-from flask import g, request
+from flask import request
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.exposition import choose_encoder
 
@@ -29,16 +29,23 @@ def count_identity_created():
     IDENTITIES_CREATED.inc()
 
 
-def start_timer():
-    g.metrics_started = time.perf_counter()
+# The labelled children of REQUESTS and LATENCY, by (route, method, status): `labels()` checks and
+# looks its values up under a lock on every call, and these few combinations recur on every request.
+_children = {}
 
 
 def observe(response):
-    route = request.url_rule.rule if request.url_rule else UNMATCHED
-    REQUESTS.labels(route, request.method, str(response.status_code)).inc()
-    started = g.get("metrics_started")
-    if started is not None:
-        LATENCY.labels(route, request.method).observe(time.perf_counter() - started)
+    current = request._get_current_object()
+    route = current.url_rule.rule if current.url_rule else UNMATCHED
+    labels = (route, current.method, response.status_code)
+    children = _children.get(labels)
+    if children is None:
+        children = _children[labels] = (
+            REQUESTS.labels(route, current.method, str(response.status_code)),
+            LATENCY.labels(route, current.method),
+        )
+    children[0].inc()
+    children[1].observe(time.perf_counter() - current.started)
     return response
 
 
@@ -60,6 +67,5 @@ def serve_metrics():
 def init_app(app):
     if not app.config["IDENTITY_METRICS_ENABLED"]:
         return
-    app.before_request(start_timer)
     app.after_request(observe)
     app.add_url_rule("/metrics", "metrics", serve_metrics)

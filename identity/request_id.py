@@ -21,10 +21,12 @@ def _is_safe(incoming):
 
 def current_request_id():
     """The id of the request being served, assigned on first use."""
-    if "request_id" not in g:
+    try:
+        return g.request_id
+    except AttributeError:
         incoming = request.headers.get(HEADER, "")
         g.request_id = incoming if _is_safe(incoming) else uuid.uuid4().hex
-    return g.request_id
+        return g.request_id
 
 
 def send_request_id(response):

@@ -49,28 +49,35 @@ def verify_api_key(key):
     if not key or len(key) > _MAX_KEY_LENGTH:
         return None
     key_hash = hash_api_key(key)
-    cache = _key_cache()
+    app = current_app._get_current_object()
+    cache = _key_cache(app)
     entry = cache.get(key_hash)
     now = time.monotonic()
     if entry is None or entry.expires < now:
-        entry = _look_up(key_hash, now + current_app.config["IDENTITY_KEY_CACHE_SECONDS"])
+        entry = _look_up(key_hash, now + app.config["IDENTITY_KEY_CACHE_SECONDS"])
         if entry is None:
             cache.pop(key_hash, None)
             return None
         cache[key_hash] = entry
-    _touch_last_login(entry)
+    if now >= entry.touch_after:
+        _touch_last_login(entry, app.config["IDENTITY_LAST_LOGIN_INTERVAL"])
     return entry.caller
 
 
 class _CachedKey:
-    """A live key as this worker last saw it: whose it is, and until when to believe that."""
+    """A live key as this worker last saw it: whose it is, and until when to believe that.
 
-    __slots__ = ("caller", "last_login", "expires")
+    `touch_after` (monotonic, like `expires`) is when the user's last_login may next be written:
+    at once for a fresh lookup, so that the database decides.
+    """
+
+    __slots__ = ("caller", "last_login", "expires", "touch_after")
 
     def __init__(self, caller, last_login, expires):
         self.caller = caller
         self.last_login = last_login
         self.expires = expires
+        self.touch_after = 0.0
 
 
 # The query of every cache miss, built once and run through fetch_one.
@@ -89,36 +96,37 @@ def _look_up(key_hash, expires):
     return _CachedKey(Caller(**fields), last_login, expires)
 
 
-def _key_cache():
+def _key_cache(app):
     """This app's cache of key lookups, by key hash.
 
     Looking the key up is most of the work of a read; a worker believes a lookup for
     IDENTITY_KEY_CACHE_SECONDS, which bounds how long a key revoked elsewhere still works here.
     """
-    return current_app.extensions.setdefault("identity_key_cache", {})
+    return app.extensions.setdefault("identity_key_cache", {})
 
 
 def forget_keys():
     """Drop this process's cached key lookups, so that a revocation made here takes effect at once."""
     if has_app_context():
-        _key_cache().clear()
+        _key_cache(current_app).clear()
 
 
-def _touch_last_login(entry):
+def _touch_last_login(entry, interval):
     """Record the login at most once an interval, so that reads do not all turn into writes."""
     now = utcnow()
-    cutoff = now - timedelta(seconds=current_app.config["IDENTITY_LAST_LOGIN_INTERVAL"])
-    if entry.last_login is not None and entry.last_login > cutoff:
-        return
-    user_id = entry.caller.user_id
-    with write_transaction() as session:
-        # The condition is repeated in SQL so that concurrent workers write it once.
-        session.execute(
-            update(User)
-            .where(User.id == user_id, or_(User.last_login.is_(None), User.last_login <= cutoff))
-            .values(last_login=now)
-        )
-    entry.last_login = now
+    cutoff = now - timedelta(seconds=interval)
+    if entry.last_login is None or entry.last_login <= cutoff:
+        user_id = entry.caller.user_id
+        with write_transaction() as session:
+            # The condition is repeated in SQL so that concurrent workers write it once.
+            session.execute(
+                update(User)
+                .where(User.id == user_id, or_(User.last_login.is_(None), User.last_login <= cutoff))
+                .values(last_login=now)
+            )
+        entry.last_login = now
+    # Until the interval since the last login has passed, the requests of this key need not ask.
+    entry.touch_after = time.monotonic() + (entry.last_login - cutoff).total_seconds()
 
 
 @auth.error_handler

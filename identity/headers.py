@@ -4,6 +4,9 @@ from functools import wraps
 
 from flask import current_app, request
 
+# The request headers that can make a response conditional (Werkzeug's make_conditional reads these).
+_CONDITIONS = frozenset(("HTTP_IF_NONE_MATCH", "HTTP_IF_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_UNMODIFIED_SINCE"))
+
 
 def conditional(view):
     """Give the view's response a strong ETag and answer a matching If-None-Match with 304.
@@ -19,6 +22,8 @@ def conditional(view):
         response = current_app.make_response(view(*args, **kwargs))
         response.add_etag()
         response.headers["Cache-Control"] = "private"
+        if not _CONDITIONS.intersection(request.environ):
+            return response  # nothing to compare: the full response, as it is
         # Werkzeug compares If-None-Match weakly, as RFC 9110 asks, and knows "*" and lists of
         # tags; a 304 keeps the ETag and Cache-Control headers and loses the body.
         return response.make_conditional(request)

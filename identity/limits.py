@@ -22,7 +22,6 @@ from flask import current_app, g
 from limits import parse_many
 from limits.errors import StorageError
 from limits.storage import MemoryStorage, storage_from_string
-from limits.strategies import FixedWindowRateLimiter
 from werkzeug.exceptions import TooManyRequests
 
 from .auth import current_caller
@@ -88,11 +87,9 @@ class RateLimits:
             "read": sorted(parse_many(config["IDENTITY_RATELIMIT_READ"])),
             "create": sorted(parse_many(config["IDENTITY_RATELIMIT_CREATE"])),
         }
-        self.local = FixedWindowRateLimiter(SweepingMemoryStorage())
+        self.local = SweepingMemoryStorage()
         uri = config["IDENTITY_RATELIMIT_STORAGE"]
-        self.shared = None
-        if not uri.startswith("memory://"):
-            self.shared = FixedWindowRateLimiter(storage_from_string(uri, wrap_exceptions=True))
+        self.shared = None if uri.startswith("memory://") else storage_from_string(uri, wrap_exceptions=True)
         self._shared_failures = 0
         self._retry_shared_at = 0.0
 
@@ -112,19 +109,19 @@ class RateLimits:
         # limit beats refusing every request.
         return self._spend(self.local, budget, key_id)
 
-    def _spend(self, limiter, budget, key_id):
-        identifiers = (KEY_PREFIX, key_id, budget)
+    def _spend(self, storage, budget, key_id):
+        # limits' fixed window, as FixedWindowRateLimiter.hit does it (count up, compare), keeping the
+        # count that incr returns instead of reading it again for the headers.
         items = self.budgets[budget]
         for item in items:
-            if not limiter.hit(item, *identifiers):
-                return self._window(limiter, item, identifiers, allowed=False)
-        # Within every limit: the headers describe the one of the smallest window.
-        return self._window(limiter, items[0], identifiers, allowed=True)
-
-    @staticmethod
-    def _window(limiter, item, identifiers, allowed):
-        reset, remaining = limiter.get_window_stats(item, *identifiers)
-        return Window(allowed, item.amount, remaining, reset)
+            key = item.key_for(KEY_PREFIX, key_id, budget)
+            count = storage.incr(key, item.get_expiry())
+            if count > item.amount:
+                return Window(False, item.amount, 0, storage.get_expiry(key))
+            if item is items[0]:
+                # Within every limit, the headers describe the one of the smallest window.
+                shown = Window(True, item.amount, item.amount - count, storage.get_expiry(key))
+        return shown
 
     def _shared_failed(self, error):
         delay = min(RETRY_SHARED_SECONDS[0] * 2**self._shared_failures, RETRY_SHARED_SECONDS[1])
@@ -168,7 +165,7 @@ creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
 def send_headers(response):
     window = g.get("rate_limit_window")
     if window is not None:
-        response.headers.update(window.headers())
+        response.headers.extend(window.headers())  # none of them is set before
     return response
 
 

@@ -9,6 +9,7 @@ from flask import g, request
 from . import auth
 
 HEADER = "X-Request-ID"
+_ENVIRON_KEY = "HTTP_X_REQUEST_ID"  # where WSGI puts the header; cheaper to read than request.headers
 # Short and printable ASCII only: the id is copied into headers and log lines, so nothing that could
 # split a line, smuggle a header or flood the logs is ever echoed.
 _SAFE = re.compile(r"[\x21-\x7e]{1,128}")
@@ -24,7 +25,7 @@ def current_request_id():
     try:
         return g.request_id
     except AttributeError:
-        incoming = request.headers.get(HEADER, "")
+        incoming = request.environ.get(_ENVIRON_KEY, "")
         g.request_id = incoming if _is_safe(incoming) else uuid.uuid4().hex
         return g.request_id
 

@@ -1,6 +1,7 @@
 """marshmallow schemas: the same classes parse bodies, shape responses and write the OpenAPI document."""
 
-import unicodedata
+import functools
+import re
 from datetime import UTC
 from urllib.parse import urlsplit
 
@@ -24,11 +25,22 @@ _SPACE_NOT_CONTROL = r" \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 WHITE_SPACE_CLASS = r"\t\n\u000b\u000c\r\u001c-\u001f\u0085" + _SPACE_NOT_CONTROL
 _CONTROL_RANGES = ((0x00, 0x1F), (0x7F, 0x9F))
 _CONTROL_NAMES = {"\n": "newline", "\r": "carriage return", "\t": "tab"}
+_WHITE_SPACE = re.compile(r"\s")
 
 
-def _bad_characters(value, allowed=frozenset()):
-    """Control characters and lone surrogates (which cannot be encoded as UTF-8)."""
-    return any(unicodedata.category(c) in ("Cc", "Cs") and c not in allowed for c in value)
+@functools.cache
+def _bad_character_search(allowed):
+    """A search for control characters (Unicode category Cc) but `allowed`, and lone surrogates (Cs)."""
+    return re.compile(f"[{_control_class(allowed)}\ud800-\udfff]").search
+
+
+def _bad_characters(value, allowed=""):
+    """Control characters and lone surrogates (which cannot be encoded as UTF-8).
+
+    A regular expression rather than a look at each character's category: this runs on every field
+    of every create. tests/test_validation.py checks it against unicodedata for every code point.
+    """
+    return _bad_character_search(allowed)(value) is not None
 
 
 def _control_class(allowed=""):
@@ -52,7 +64,7 @@ class TrimmedText(validate.Validator):
         if min_length not in (0, 1) or max_length < 2:
             raise ValueError("TrimmedText documents min_length 0 or 1 and max_length 2 or more")
         self.length = validate.Length(min_length or None, max_length)
-        self.allowed_controls = frozenset(allowed_controls)
+        self.allowed_controls = "".join(sorted(allowed_controls))
         self.message = "Must not contain control characters."
         if allowed_controls:
             names = [_CONTROL_NAMES[c] for c in allowed_controls]
@@ -100,7 +112,8 @@ class Url(validate.Validator):
     def __call__(self, value):
         if len(value) > MAX_URL_LENGTH:
             raise ValidationError(f"Longer than {MAX_URL_LENGTH} characters.")
-        if any(c.isspace() for c in value) or _bad_characters(value):
+        # \s is str.isspace()'s set in Python's re.
+        if _WHITE_SPACE.search(value) or _bad_characters(value):
             raise ValidationError("Must not contain white space or control characters.")
         try:
             parts = urlsplit(value)
@@ -148,18 +161,11 @@ class BigInt(fields.String):
         return None if value is None else str(value)
 
 
-TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-
-
 class Timestamp(fields.DateTime):
     """RFC 3339 in UTC with microseconds and a Z: 2026-11-21T09:30:00.123456Z."""
 
     def _serialize(self, value, attr, obj, **kwargs):
-        if value is None:
-            return None
-        if value.tzinfo is not None:
-            value = value.astimezone(UTC)
-        return value.strftime(TIMESTAMP_FORMAT)
+        return _timestamp(value)
 
 
 class IdentityCreateSchema(Schema):
@@ -271,11 +277,13 @@ class IdentitySchema(Schema):
 
 
 def _timestamp(value):
+    """A datetime (naive ones are UTC) as 2026-11-21T09:30:00.123456Z. isoformat is several times
+    faster than strftime, and always writes the year in four digits, as RFC 3339 wants."""
     if value is None:
         return None
-    if value.tzinfo is not None and value.utcoffset():
-        value = value.astimezone(UTC)
-    return value.strftime(TIMESTAMP_FORMAT)
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(timespec="microseconds") + "Z"
 
 
 def _bigint(value):

@@ -109,7 +109,7 @@ def test_budgets_are_named_by_key_id_never_by_the_key(app, client, user_key):
     reads(client, user_key, 1)
     with app.app_context():
         key_id = db.session.execute(select(ApiKey.id)).scalar_one()
-    names = list(rate_limits(app).local.storage.storage)  # the in-memory storage: counter name -> count
+    names = list(rate_limits(app).local.storage)  # the in-memory storage: counter name -> count
     assert len(names) == 2
     assert all(key_id in name and user_key not in name for name in names)
 

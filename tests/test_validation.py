@@ -1,6 +1,7 @@
 """The create body's rules: each bad input is a clear 4xx problem, and nothing is stored."""
 
 import json
+import unicodedata
 
 import pytest
 
@@ -195,3 +196,21 @@ def test_uppercase_creator_address_is_accepted_and_checksummed(create):
     response = create({"display_name": "Upper", "creator": "0x" + USER_WALLET[2:].upper()})
     assert response.status_code == 201
     assert response.get_json()["creator"]["wallet"] == USER_WALLET
+
+
+@pytest.mark.parametrize("allowed", ["", "\n\r\t"])
+def test_the_character_check_is_unicodes_control_and_surrogate_categories_for_every_code_point(allowed):
+    from identity.schemas import _bad_characters
+
+    for code in range(0x110000):
+        char = chr(code)
+        expected = unicodedata.category(char) in ("Cc", "Cs") and char not in allowed
+        assert _bad_characters(f"a{char}b", allowed) is expected, hex(code)
+
+
+def test_the_url_white_space_check_is_str_isspace_for_every_code_point():
+    from identity.schemas import _WHITE_SPACE
+
+    for code in range(0x110000):
+        char = chr(code)
+        assert (_WHITE_SPACE.search(f"a{char}b") is not None) is char.isspace(), hex(code)

@@ -89,11 +89,11 @@ _KEY_QUERY = (
 
 
 def _look_up(key_hash, expires):
-    fields = fetch_one(_KEY_QUERY, {"key_hash": key_hash})
-    if fields is None:
+    row = fetch_one(_KEY_QUERY, {"key_hash": key_hash})
+    if row is None:
         return None
-    last_login = fields.pop("last_login")
-    return _CachedKey(Caller(**fields), last_login, expires)
+    key_id, user_id, wallet, role, last_login = row
+    return _CachedKey(Caller(user_id=user_id, key_id=key_id, wallet=wallet, role=role), last_login, expires)
 
 
 def _key_cache(app):

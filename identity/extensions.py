@@ -1,5 +1,6 @@
 """The Flask extensions, created unbound so the factory can bind them to any app, and the ways the
-service reaches the database through them: session transactions, Core connections, raw reads."""
+service reaches the database through them: session transactions, and for the hot paths, statements
+run straight on pooled DBAPI connections."""
 
 from contextlib import contextmanager
 
@@ -67,67 +68,201 @@ def write_transaction():
         raise
 
 
-@contextmanager
-def write_connection():
-    """A Core connection whose transaction holds the write lock from its first statement.
+class CoreTransaction:
+    """A write transaction's statements, on a SQLAlchemy Connection: what the cold paths use.
 
-    For the create path: its statements need none of the session's unit of work.
+    It has RawTransaction's interface, so that the code shared by the hot and the cold paths (a user
+    found or created for a wallet) is written once.
+    """
+
+    def __init__(self, connection):
+        self.connection = connection
+
+    def first(self, statement, params):
+        row = self.connection.execute(statement, params).first()
+        return None if row is None else tuple(row)
+
+    def execute(self, statement, params):
+        self.connection.execute(statement, params)
+
+    def savepoint(self):
+        return self.connection.begin_nested()
+
+
+class RawTransaction:
+    """A write transaction's statements, run straight on the pooled DBAPI connection (see `raw_write`)."""
+
+    def __init__(self, engine, connection):
+        self.engine = engine
+        self.connection = connection
+
+    def first(self, statement, params):
+        """The first row of a SELECT, as a tuple of converted values in the order of its columns, or None."""
+        return _first_row(self.engine, self.connection, _prepared(statement, self.engine.dialect, None), params)
+
+    def execute(self, statement, params):
+        """An INSERT or UPDATE. The INSERT must name every column: no Python-side default runs here."""
+        prepared = _prepared(statement, self.engine.dialect, tuple(sorted(params)))
+        _run(self.engine, self.connection, prepared.sql, prepared.arguments(params), _execute)
+
+    @contextmanager
+    def savepoint(self):
+        self.execute_sql("SAVEPOINT identity_savepoint")
+        try:
+            yield
+        except BaseException:
+            self.execute_sql("ROLLBACK TO SAVEPOINT identity_savepoint")
+            raise
+        self.execute_sql("RELEASE SAVEPOINT identity_savepoint")
+
+    def execute_sql(self, sql):
+        _run(self.engine, self.connection, sql, (), _execute)
+
+
+@contextmanager
+def raw_write():
+    """A RawTransaction that holds the database's write lock from its first statement, committed at the end.
+
+    For the create path, whose few statements need none of SQLAlchemy's per-execution machinery
+    (which costs more than the statements themselves): SQLAlchemy still compiles them, once per
+    dialect, converts values with the columns' own types, lends the connection from its pool, and
+    shapes the driver's errors as its own (an IntegrityError is an IntegrityError; an
+    OperationalError is a 503, see errors.py).
     """
     _commit_open_session()
-    with db.engine.connect() as connection:
-        connection.execution_options(**{_WRITE: True})
-        with connection.begin():
-            yield connection
-
-
-_COMPILED = {}
-
-
-def fetch_one(statement, params):
-    """The first row of a prebuilt SELECT as {column name: value}, or None, from a pooled DBAPI connection.
-
-    SQLAlchemy compiles the statement, once per dialect, and lends the connection from its pool;
-    what is skipped is its per-execution machinery, which on the hot reads costs more than the query
-    itself. Values are converted as the selected columns' types would convert them.
-    """
     engine = db.engine
-    key = (id(statement), engine.dialect.name)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        sql = statement.compile(dialect=engine.dialect)
-        columns = statement.selected_columns
-        readers = [(name, _driver_reader(columns[name].type)) for name in columns.keys()]
-        compiled = _COMPILED[key] = (sql.string, sql.positiontup, readers)
-    sql, positions, readers = compiled
-    arguments = params if positions is None else tuple(params[name] for name in positions)
-    dbapi = engine.dialect.loaded_dbapi
-    connection = None
+    connection = _checkout(engine)
     try:
-        connection = engine.raw_connection()
-        cursor = connection.cursor()
-        try:
-            cursor.execute(sql, arguments)
-            row = cursor.fetchone()
-        finally:
-            cursor.close()
+        transaction = RawTransaction(engine, connection)
+        if engine.dialect.name == "sqlite":
+            # As the "begin" hook of tune_sqlite does for write transactions of the session.
+            transaction.execute_sql("BEGIN IMMEDIATE")
+        yield transaction
+        _run(engine, connection, "COMMIT", (), lambda dbapi_connection, *_: dbapi_connection.commit())
+    except BaseException:
+        if connection.is_valid:
+            try:
+                connection.rollback()
+            except engine.dialect.loaded_dbapi.Error:
+                connection.invalidate()
+        raise
+    finally:
+        connection.close()  # back to the pool
+
+
+class _Prepared:
+    """A statement compiled for one dialect: its SQL, its parameters' order and conversions, its columns' readers."""
+
+    __slots__ = ("sql", "positions", "converters", "readers")
+
+    def __init__(self, statement, dialect, column_keys):
+        compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
+        if getattr(compiled, "insert_prefetch", None) or getattr(compiled, "update_prefetch", None):
+            raise ValueError("a statement run on the DBAPI connection must be given every column's value")
+        self.sql = compiled.string
+        self.positions = compiled.positiontup
+        self.converters = [
+            (name, convert)
+            for name, bind in compiled.binds.items()
+            if (convert := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
+        ]
+        self.readers = []
+        if getattr(statement, "is_select", False):
+            columns = statement.selected_columns
+            self.readers = [
+                (index, read)
+                for index, column in enumerate(columns)
+                if (read := _driver_reader(column.type)) is not None
+            ]
+
+    def arguments(self, params):
+        if self.converters:
+            params = dict(params)
+            for name, convert in self.converters:
+                if name in params:
+                    params[name] = convert(params[name])
+        return params if self.positions is None else tuple(params[name] for name in self.positions)
+
+    def row(self, row):
+        if not self.readers:
+            return tuple(row)
+        values = list(row)
+        for index, read in self.readers:
+            if values[index] is not None:
+                values[index] = read(values[index])
+        return tuple(values)
+
+
+_PREPARED = {}
+
+
+def _prepared(statement, dialect, column_keys):
+    key = (id(statement), dialect.name, column_keys)
+    prepared = _PREPARED.get(key)
+    if prepared is None:
+        prepared = _PREPARED[key] = _Prepared(statement, dialect, column_keys)
+    return prepared
+
+
+def _execute(dbapi_connection, sql, arguments):
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(sql, arguments)
+    finally:
+        cursor.close()
+
+
+def _fetch_first(dbapi_connection, sql, arguments):
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(sql, arguments)
+        return cursor.fetchone()
+    finally:
+        cursor.close()
+
+
+def _checkout(engine):
+    try:
+        return engine.raw_connection()
+    except engine.dialect.loaded_dbapi.Error as error:
+        raise DBAPIError.instance(None, None, error, engine.dialect.loaded_dbapi.Error, dialect=engine.dialect) from error
+
+
+def _run(engine, connection, sql, arguments, call):
+    """call(DBAPI connection, sql, arguments), with driver errors shaped as SQLAlchemy's execution shapes them."""
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        return call(connection.dbapi_connection, sql, arguments)
     except dbapi.Error as error:
         # As SQLAlchemy's own execution would: a connection the server dropped leaves the pool, and
-        # the driver's error becomes SQLAlchemy's (an OperationalError is a 503, see errors.py).
-        lost = connection is None or engine.dialect.is_disconnect(error, connection.dbapi_connection, None)
-        if lost and connection is not None:
+        # the driver's error becomes SQLAlchemy's.
+        lost = engine.dialect.is_disconnect(error, connection.dbapi_connection, None)
+        if lost:
             connection.invalidate(error)
         raise DBAPIError.instance(
             sql, arguments, error, dbapi.Error, connection_invalidated=lost, dialect=engine.dialect
         ) from error
+
+
+def _first_row(engine, connection, prepared, params):
+    row = _run(engine, connection, prepared.sql, prepared.arguments(params), _fetch_first)
+    return None if row is None else prepared.row(row)
+
+
+def fetch_one(statement, params):
+    """The first row of a prebuilt SELECT, as a tuple of converted values in the order of its columns, or None.
+
+    Run on a pooled DBAPI connection: SQLAlchemy compiles the statement, once per dialect, and lends
+    the connection from its pool; what is skipped is its per-execution machinery, which on the hot
+    reads costs more than the query itself. Values are converted as the selected columns' types
+    would convert them.
+    """
+    engine = db.engine
+    connection = _checkout(engine)
+    try:
+        return _first_row(engine, connection, _prepared(statement, engine.dialect, None), params)
     finally:
-        if connection is not None:
-            connection.close()  # back to the pool, which rolls back whatever the driver began
-    if row is None:
-        return None
-    return {
-        name: value if read is None or value is None else read(value)
-        for (name, read), value in zip(readers, row, strict=True)
-    }
+        connection.close()  # back to the pool, which rolls back whatever the driver began
 
 
 def _driver_reader(column_type):

@@ -281,9 +281,11 @@ def _timestamp(value):
     faster than strftime, and always writes the year in four digits, as RFC 3339 wants."""
     if value is None:
         return None
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value.isoformat(timespec="microseconds") + "Z"
+    if value.tzinfo is None:
+        return value.isoformat(timespec="microseconds") + "Z"
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # "+00:00" becomes "Z"
 
 
 def _bigint(value):

@@ -1,6 +1,6 @@
 """The service's operations, shared by the HTTP views, the CLI and the Python API."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from flask import current_app
@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from . import content
 from .auth import forget_keys, new_api_key
 from .errors import Forbidden, IdentityExists
-from .extensions import db, fetch_one, write_connection, write_transaction
+from .extensions import CoreTransaction, db, fetch_one, raw_write, write_transaction
 from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
 from .wallets import checksum_wallet
 
@@ -58,14 +58,16 @@ class IdentityRecord:
     creator: UserRecord
 
 
-# The statements of the hot paths, built once. They run as Core statements (the read straight on a
-# pooled DBAPI connection, see fetch_one): an identity is read or written in one statement each, and
-# the ORM's unit of work would only add cost around it.
+# The statements of the hot paths, built once, with their columns in the order of the records'
+# fields, so that a row is a record's positional arguments. They run straight on pooled DBAPI
+# connections (see fetch_one and raw_write): an identity is read or written in one statement each,
+# and SQLAlchemy's per-execution machinery would only add cost around it.
 _IDENTITIES = Identity.__table__
 _USERS = User.__table__
-_USER_FIELDS = [column.name for column in _USERS.c if column.name in UserRecord.__slots__]
+_USER_FIELDS = [field.name for field in fields(UserRecord)]
+_IDENTITY_FIELDS = [field.name for field in fields(IdentityRecord) if field.name != "creator"]
 _IDENTITY_WITH_CREATOR = (
-    select(*_IDENTITIES.c, *(_USERS.c[name].label(f"user_{name}") for name in _USER_FIELDS))
+    select(*(_IDENTITIES.c[name] for name in _IDENTITY_FIELDS), *(_USERS.c[name] for name in _USER_FIELDS))
     .join_from(_IDENTITIES, _USERS, _IDENTITIES.c.creator_id == _USERS.c.id)
     .where(_IDENTITIES.c.identity_id == bindparam("identity_id"))
 )
@@ -81,11 +83,11 @@ def get_identity(identity_id):
         # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
         return None
     # The hottest read of the service: one indexed SELECT, run on a pooled DBAPI connection.
-    fields = fetch_one(_IDENTITY_WITH_CREATOR, {"identity_id": identity_id})
-    if fields is None:
+    row = fetch_one(_IDENTITY_WITH_CREATOR, {"identity_id": identity_id})
+    if row is None:
         return None
-    creator = UserRecord(**{name: fields.pop(f"user_{name}") for name in _USER_FIELDS})
-    return IdentityRecord(**fields, creator=creator)
+    split = len(_IDENTITY_FIELDS)
+    return IdentityRecord(*row[:split], UserRecord(*row[split:]))
 
 
 def canonical_content(identity):
@@ -116,40 +118,43 @@ def create_identity(fields, caller):
         "updated_at": now,
     }
     try:
-        with write_connection() as connection:
-            _refuse_known_content(connection, address.content_id)
-            user = _user_of_wallet(connection, creator, "User")
-            connection.execute(_INSERT_IDENTITY, {**values, "creator_id": user.id})
+        with raw_write() as transaction:
+            _refuse_known_content(transaction.first, address.content_id)
+            user = _user_of_wallet(transaction, creator, "User")
+            transaction.execute(_INSERT_IDENTITY, {**values, "creator_id": user.id})
     except IntegrityError:
         # Another writer stored the same content between our check and our insert.
-        with db.engine.connect() as connection:
-            _refuse_known_content(connection, address.content_id)
+        _refuse_known_content(fetch_one, address.content_id)
         raise
     return IdentityRecord(**values, creator_id=user.id, creator=user)
 
 
-def _user_of_wallet(connection, wallet, role):
-    """The user of `wallet` (a UserRecord); a wallet the service has not seen becomes a user with `role`."""
-    row = connection.execute(_USER_OF_WALLET, {"wallet": wallet}).first()
+def _user_of_wallet(transaction, wallet, role):
+    """The user of `wallet` (a UserRecord); a wallet the service has not seen becomes a user with `role`.
+
+    `transaction` is a RawTransaction or a CoreTransaction.
+    """
+    row = transaction.first(_USER_OF_WALLET, {"wallet": wallet})
     if row is not None:
-        return UserRecord(**row._asdict())
+        return UserRecord(*row)
     now = utcnow()
     user = UserRecord(id=new_id(), wallet=wallet, role=role, created_at=now, updated_at=now, last_login=None)
     try:
         # A savepoint, so that losing the race below does not undo the rest of the caller's transaction.
-        with connection.begin_nested():
-            connection.execute(_INSERT_USER, {name: getattr(user, name) for name in _USER_FIELDS})
+        with transaction.savepoint():
+            transaction.execute(_INSERT_USER, {name: getattr(user, name) for name in _USER_FIELDS})
     except IntegrityError:
         # Another node created this wallet's user since our read (SQLite's write lock rules that out,
         # PostgreSQL's READ COMMITTED does not); that user is committed now, and this read sees it.
-        user = UserRecord(**connection.execute(_USER_OF_WALLET, {"wallet": wallet}).one()._asdict())
+        user = UserRecord(*transaction.first(_USER_OF_WALLET, {"wallet": wallet}))
     return user
 
 
-def _refuse_known_content(connection, content_id):
-    existing = connection.execute(_IDENTITY_OF_CONTENT, {"content_id": content_id}).scalar()
+def _refuse_known_content(first, content_id):
+    """Raise IdentityExists if an identity holds this content; `first` runs the query (fetch_one's signature)."""
+    existing = first(_IDENTITY_OF_CONTENT, {"content_id": content_id})
     if existing is not None:
-        raise IdentityExists(existing)
+        raise IdentityExists(existing[0])
 
 
 def issue_key(wallet, role=None):
@@ -161,7 +166,7 @@ def issue_key(wallet, role=None):
         raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
     wallet = checksum_wallet(wallet)
     with write_transaction() as session:
-        user = _user_of_wallet(session.connection(), wallet, role or "User")
+        user = _user_of_wallet(CoreTransaction(session.connection()), wallet, role or "User")
         if role is not None and user.role != role:
             session.execute(update(User).where(User.id == user.id).values(role=role, updated_at=utcnow()))
         key, api_key = _add_key(session, user.id)

@@ -2,6 +2,9 @@
 service reaches the database through them: session transactions, and for the hot paths, statements
 run straight on pooled DBAPI connections."""
 
+import os
+import threading
+import weakref
 from contextlib import contextmanager
 
 from flask_migrate import Migrate
@@ -258,11 +261,53 @@ def fetch_one(statement, params):
     would convert them.
     """
     engine = db.engine
+    prepared = _prepared(statement, engine.dialect, None)
+    if engine.dialect.name == "sqlite":
+        connection = _thread_connection(engine)
+        try:
+            return _first_row(engine, connection, prepared, params)
+        except BaseException:
+            _drop_thread_connection(engine)
+            raise
     connection = _checkout(engine)
     try:
-        return _first_row(engine, connection, _prepared(statement, engine.dialect, None), params)
+        return _first_row(engine, connection, prepared, params)
     finally:
         connection.close()  # back to the pool, which rolls back whatever the driver began
+
+
+class _ThreadConnections(threading.local):
+    """Each thread's own pooled SQLite connection for reads, by engine, kept between requests.
+
+    Lending a connection from the pool and taking it back cost more than the read itself. A SQLite
+    connection is a file handle: one kept per thread (as a WSGI server's threads are few and
+    long-lived) holds no lock and no snapshot between reads, since the driver runs each SELECT in
+    autocommit mode and the cursor is closed after it. Server databases keep lending from the pool,
+    whose size is theirs to configure and whose pings find a connection the server dropped.
+    """
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.by_engine = weakref.WeakKeyDictionary()
+
+
+_threads = _ThreadConnections()
+
+
+def _thread_connection(engine):
+    if _threads.pid != os.getpid():  # a forked child must not share its parent's file handles
+        _threads.pid, _threads.by_engine = os.getpid(), weakref.WeakKeyDictionary()
+    connection = _threads.by_engine.get(engine)
+    if connection is None:
+        connection = _threads.by_engine[engine] = _checkout(engine)
+    return connection
+
+
+def _drop_thread_connection(engine):
+    """After a failed read, the thread's connection goes back to the pool (which resets or discards it)."""
+    connection = _threads.by_engine.pop(engine, None)
+    if connection is not None:
+        connection.close()
 
 
 def _driver_reader(column_type):

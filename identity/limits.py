@@ -15,7 +15,6 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
 from functools import wraps
 
 from flask import current_app, g
@@ -60,22 +59,24 @@ class SweepingMemoryStorage(MemoryStorage):
         self.timer.start()
 
 
-@dataclass(frozen=True)
 class Window:
     """What a request learnt of its budget: allowed or not, and the limit its headers describe."""
 
-    allowed: bool
-    limit: int
-    remaining: int
-    reset: float  # Unix time at which the window ends
+    __slots__ = ("allowed", "limit", "remaining", "reset")
+
+    def __init__(self, allowed, limit, remaining, reset):
+        self.allowed = allowed
+        self.limit = limit
+        self.remaining = remaining
+        self.reset = reset  # Unix time at which the window ends
 
     def headers(self):
-        return {
-            "X-RateLimit-Limit": str(self.limit),
-            "X-RateLimit-Remaining": str(self.remaining),
-            "X-RateLimit-Reset": str(math.ceil(self.reset)),
-            "Retry-After": str(max(0, math.ceil(self.reset - time.time()))),
-        }
+        return [
+            ("X-RateLimit-Limit", str(self.limit)),
+            ("X-RateLimit-Remaining", str(self.remaining)),
+            ("X-RateLimit-Reset", str(math.ceil(self.reset))),
+            ("Retry-After", str(max(0, math.ceil(self.reset - time.time())))),
+        ]
 
 
 class RateLimits:

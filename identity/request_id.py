@@ -1,7 +1,7 @@
 """Request ids: echoed from X-Request-ID when it is safe to, generated otherwise."""
 
+import os
 import re
-import uuid
 
 from flask import g, request
 
@@ -26,7 +26,8 @@ def current_request_id():
         return g.request_id
     except AttributeError:
         incoming = request.environ.get(_ENVIRON_KEY, "")
-        g.request_id = incoming if _is_safe(incoming) else uuid.uuid4().hex
+        # 128 random bits in hex, as uuid4().hex but without building a UUID object per request.
+        g.request_id = incoming if _is_safe(incoming) else os.urandom(16).hex()
         return g.request_id
 
 

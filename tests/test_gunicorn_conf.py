@@ -1,7 +1,6 @@
 """gunicorn.conf.py: production defaults, each overridable from the environment."""
 
 import os
-import runpy
 import subprocess
 import tempfile
 from pathlib import Path
@@ -70,14 +69,22 @@ def test_every_setting_is_read_from_the_environment(tmp_path):
     assert (config["control_socket"], config["control_socket_disable"]) == (str(tmp_path / "gunicorn.ctl"), "False")
 
 
-def test_bind_takes_ipv6_hosts_and_a_whole_address(tmp_path, monkeypatch):
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
-    monkeypatch.delenv("GUNICORN_BIND", raising=False)
-    monkeypatch.setenv("HOST", "::")
-    monkeypatch.setenv("PORT", "8001")
-    assert runpy.run_path(str(ROOT / "gunicorn.conf.py"))["bind"] == "[::]:8001"
-    monkeypatch.setenv("GUNICORN_BIND", "unix:/run/identity.sock")
-    assert runpy.run_path(str(ROOT / "gunicorn.conf.py"))["bind"] == "unix:/run/identity.sock"
+def conf_value(tmp_path, name, **env):
+    """A name gunicorn.conf.py defines, read in a process of its own: the file sets process-wide state
+    (prometheus_client's multiprocess mode, logging's switches) that must not leak into the suite."""
+    clean = {key: value for key, value in os.environ.items() if key not in OVERRIDES}
+    code = f"import runpy; print(runpy.run_path('gunicorn.conf.py')[{name!r}])"
+    result = subprocess.run(
+        [str(BIN / "python"), "-c", code], cwd=ROOT,
+        env={**clean, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), **env}, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_bind_takes_ipv6_hosts_and_a_whole_address(tmp_path):
+    assert conf_value(tmp_path, "bind", HOST="::", PORT="8001") == "[::]:8001"
+    assert conf_value(tmp_path, "bind", GUNICORN_BIND="unix:/run/identity.sock") == "unix:/run/identity.sock"
 
 
 def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdown(database_path, issue_key):

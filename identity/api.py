@@ -1,11 +1,14 @@
 """The HTTP API: one blueprint, declarative views."""
 
 from decimal import Decimal
+from functools import wraps
 
 from flask import current_app, json
 from flask_smorest import Blueprint
+from flask_smorest.utils import resolve_schema_instance, set_status_and_headers_in_response, unpack_tuple_response
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
+from werkzeug import Response
 
 from . import limits, metrics, service
 from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
@@ -76,6 +79,35 @@ class IdentityBlueprint(Blueprint):
 
     def alt_response(self, status_code, **kwargs):
         return _documentation_only(super().alt_response(status_code, **kwargs))
+
+    def response(self, status_code, schema=None, **kwargs):
+        """flask-smorest's `response`: its documentation, and at run time what its wrapper does here.
+
+        That wrapper also asks ensure_sync about the view and keeps each dumped result in the app
+        context for flask-smorest's ETag feature, on every request; the views here are plain
+        functions, and ETags come from headers.conditional.
+        """
+        documented = super().response(status_code, schema, **kwargs)
+        schema = resolve_schema_instance(schema) if schema is not None else None
+        prepare = self._prepare_response_content
+
+        def decorator(view):
+            @wraps(view)
+            def respond(*args, **kwargs):
+                result, status, headers = unpack_tuple_response(view(*args, **kwargs))
+                if isinstance(result, Response):
+                    set_status_and_headers_in_response(result, status, headers)
+                    return result
+                response = current_app.json.response(prepare(result if schema is None else schema.dump(result)))
+                set_status_and_headers_in_response(response, status, headers)
+                if status is None:
+                    response.status_code = status_code
+                return response
+
+            respond._apidoc = documented(view)._apidoc
+            return respond
+
+        return decorator
 
     def problem(self, status, description, example=None, **kwargs):
         """Document an error response: problem details, as application/problem+json."""

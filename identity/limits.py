@@ -70,13 +70,17 @@ class Window:
         self.remaining = remaining
         self.reset = reset  # Unix time at which the window ends
 
-    def headers(self):
-        return [
-            ("X-RateLimit-Limit", str(self.limit)),
-            ("X-RateLimit-Remaining", str(self.remaining)),
-            ("X-RateLimit-Reset", str(math.ceil(self.reset))),
-            ("Retry-After", str(max(0, math.ceil(self.reset - time.time())))),
-        ]
+    def add_headers(self, headers):
+        """The window in `headers` (Werkzeug's); Retry-After only when the request was refused.
+
+        (On any other response it would ask a client to wait for nothing: RFC 9110 gives it meaning
+        with 429, 503 and redirects.)
+        """
+        headers.add("X-RateLimit-Limit", str(self.limit))
+        headers.add("X-RateLimit-Remaining", str(self.remaining))
+        headers.add("X-RateLimit-Reset", str(math.ceil(self.reset)))
+        if not self.allowed:
+            headers.add("Retry-After", str(max(1, math.ceil(self.reset - time.time()))))
 
 
 class RateLimits:
@@ -166,7 +170,7 @@ creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
 def send_headers(response):
     window = g.get("rate_limit_window")
     if window is not None:
-        response.headers.extend(window.headers())  # none of them is set before
+        window.add_headers(response.headers)  # none of them is set before
     return response
 
 

@@ -53,6 +53,9 @@ def test_allowed_requests_say_how_much_is_left(client, user_key):
     responses = creates(client, user_key, 3)
     assert [r.headers["X-RateLimit-Remaining"] for r in responses] == ["4", "3", "2"]
     assert {r.headers["X-RateLimit-Limit"] for r in responses} == {"5"}
+    assert all(int(r.headers["X-RateLimit-Reset"]) > time.time() for r in responses)
+    # Retry-After asks a client to wait: only a refusal says it.
+    assert not any("Retry-After" in r.headers for r in responses)
 
 
 def test_reads_have_their_own_budget(client, user_key):

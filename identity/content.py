@@ -89,6 +89,16 @@ def identity_hash_of(content_id: str) -> str:
     return "0x" + keccak(_IPFS_URI_PREFIX + content_id.encode("utf-8")).hex()
 
 
+def has_identity_id_form(identity_id: object) -> bool:
+    """Whether `identity_id` is did:<namespace>:ipfs:bafkrei + 52 base32 letters.
+
+    parse_identity_id also checks that the base32 tail is the canonical spelling of a digest; a
+    lookup does not need that (the store holds canonical ids only), just a string that cannot
+    trouble the database.
+    """
+    return isinstance(identity_id, str) and _IDENTITY_ID.fullmatch(identity_id) is not None
+
+
 def parse_identity_id(identity_id: str) -> tuple[str, str] | None:
     """Return (namespace, content_id) of a well-formed identity id, else None."""
     if not isinstance(identity_id, str):

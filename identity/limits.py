@@ -31,6 +31,8 @@ KEY_PREFIX = "identity"
 # While the shared storage fails, counts are kept in the process; it is tried again after this many
 # seconds, doubled after each further failure up to the last figure.
 RETRY_SHARED_SECONDS = (1, 60)
+# Counter names are kept for this many (budget, key) pairs, then made afresh.
+MAX_NAMED_KEYS = 10_000
 
 
 class SweepingMemoryStorage(MemoryStorage):
@@ -97,6 +99,7 @@ class RateLimits:
         self.shared = None if uri.startswith("memory://") else storage_from_string(uri, wrap_exceptions=True)
         self._shared_failures = 0
         self._retry_shared_at = 0.0
+        self._names = {}
 
     def spend(self, budget, key_id):
         """Count one request of `key_id` against `budget` ("read" or "create")."""
@@ -117,16 +120,25 @@ class RateLimits:
     def _spend(self, storage, budget, key_id):
         # limits' fixed window, as FixedWindowRateLimiter.hit does it (count up, compare), keeping the
         # count that incr returns instead of reading it again for the headers.
-        items = self.budgets[budget]
-        for item in items:
-            key = item.key_for(KEY_PREFIX, key_id, budget)
+        items = self._counters(budget, key_id)
+        for item, key in items:
             count = storage.incr(key, item.get_expiry())
             if count > item.amount:
                 return Window(False, item.amount, 0, storage.get_expiry(key))
-            if item is items[0]:
+            if item is items[0][0]:
                 # Within every limit, the headers describe the one of the smallest window.
                 shown = Window(True, item.amount, item.amount - count, storage.get_expiry(key))
         return shown
+
+    def _counters(self, budget, key_id):
+        """[(limit, counter name)] of a key's budget: the names are made once per key and budget."""
+        counters = self._names.get((budget, key_id))
+        if counters is None:
+            counters = [(item, item.key_for(KEY_PREFIX, key_id, budget)) for item in self.budgets[budget]]
+            if len(self._names) >= MAX_NAMED_KEYS:
+                self._names.clear()
+            self._names[(budget, key_id)] = counters
+        return counters
 
     def _shared_failed(self, error):
         delay = min(RETRY_SHARED_SECONDS[0] * 2**self._shared_failures, RETRY_SHARED_SECONDS[1])

@@ -104,10 +104,7 @@ def log_access(response):
     route = current.url_rule.rule if current.url_rule else None
     method, status = current.method, response.status_code
     access_log.info(
-        "%s %s %s",
-        method,
-        route,
-        status,
+        f"{method} {route} {status}",
         extra={
             "method": method,
             "route": route,

@@ -281,11 +281,12 @@ def _timestamp(value):
     faster than strftime, and always writes the year in four digits, as RFC 3339 wants."""
     if value is None:
         return None
-    if value.tzinfo is None:
-        return value.isoformat(timespec="microseconds") + "Z"
-    if value.tzinfo is not UTC:
+    if value.tzinfo is not None and value.tzinfo is not UTC:
         value = value.astimezone(UTC)
-    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # "+00:00" becomes "Z"
+    text = value.isoformat()  # without timespec=, whose keyword costs more than this fix-up
+    if value.tzinfo is not None:
+        text = text[:-6]  # "+00:00"
+    return text + "Z" if value.microsecond else text + ".000000Z"
 
 
 def _bigint(value):

@@ -79,7 +79,7 @@ _INSERT_USER = insert(_USERS)
 
 def get_identity(identity_id):
     """The Identity with this identity_id (an IdentityRecord), or None."""
-    if content.parse_identity_id(identity_id) is None:
+    if not content.has_identity_id_form(identity_id):
         # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
         return None
     # The hottest read of the service: one indexed SELECT, run on a pooled DBAPI connection.

@@ -55,3 +55,18 @@ def test_fast_dump_of_a_creator_with_a_last_login():
 def test_fast_dump_of_many():
     objs = [record(), record(id="i-2", display_name="Other")]
     assert IdentitySchema(many=True).dump(objs) == generic_dump(objs, many=True)
+
+
+@pytest.mark.parametrize("value", [
+    datetime(2026, 11, 21, 9, 30, 0, 123456, tzinfo=UTC),
+    datetime(2026, 11, 21, 9, 30, 0, 0, tzinfo=UTC),
+    datetime(2026, 11, 21, 9, 30, 0, 7),
+    datetime(2026, 11, 21, 9, 30),
+    datetime(2026, 11, 21, 11, 30, 0, 5, tzinfo=timezone(timedelta(hours=2))),
+    datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=-5))),
+])
+def test_timestamps_are_utc_with_six_digits_of_microseconds_and_a_z(value):
+    from identity.schemas import _timestamp
+
+    utc = value if value.tzinfo is None else value.astimezone(UTC)
+    assert _timestamp(value) == utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

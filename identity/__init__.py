@@ -16,7 +16,7 @@ def create_app(config=None):
     from .cli import keys
     from .config import engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
-    from .extensions import db, migrate, tune_sqlite
+    from .extensions import db, migrate, remove_open_session, tune_sqlite
 
     app = IdentityFlask(__name__, instance_relative_config=True)
     encoding.init_app(app)
@@ -30,6 +30,8 @@ def create_app(config=None):
     # First, so that nothing logs before the log lines are JSON.
     logs.init_app(app)
     db.init_app(app)
+    app.teardown_appcontext_funcs.remove(db._teardown_session)
+    app.teardown_appcontext(remove_open_session)
     with app.app_context():
         if db.engine.dialect.name == "sqlite":
             tune_sqlite(db.engine, app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"])

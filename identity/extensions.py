@@ -49,19 +49,31 @@ def tune_sqlite(engine, busy_timeout_ms):
         driver.execute("BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE) else "BEGIN")
 
 
+def remove_open_session(_exception=None):
+    """Flask-SQLAlchemy's teardown, for a request or app context that opened a session.
+
+    Its own removes the session whether or not there is one, and SQLAlchemy finds out that there
+    is none by raising and catching a KeyError: a cost on every read, none of which opens one.
+    """
+    if db.session.registry.has():
+        db.session.remove()
+
+
 def _commit_open_session():
     # What the request's session has open is committed first, so that the write lock taken next
-    # is not waited for by a transaction of this same request.
-    session = db.session()
-    if session.in_transaction():
-        session.commit()
-    return session
+    # is not waited for by a transaction of this same request. (A request without one, such as a
+    # create, does not make one to ask.)
+    if db.session.registry.has():
+        session = db.session()
+        if session.in_transaction():
+            session.commit()
 
 
 @contextmanager
 def write_transaction():
     """A session transaction that holds the database's write lock from its first statement."""
-    session = _commit_open_session()
+    _commit_open_session()
+    session = db.session()
     session.connection(execution_options={_WRITE: True})
     try:
         yield session

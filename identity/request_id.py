@@ -22,13 +22,12 @@ def _is_safe(incoming):
 
 def current_request_id():
     """The id of the request being served, assigned on first use."""
-    try:
-        return g.request_id
-    except AttributeError:
+    request_id = g.get("request_id")
+    if request_id is None:
         incoming = request.environ.get(_ENVIRON_KEY, "")
         # 128 random bits in hex, as uuid4().hex but without building a UUID object per request.
-        g.request_id = incoming if _is_safe(incoming) else os.urandom(16).hex()
-        return g.request_id
+        request_id = g.request_id = incoming if _is_safe(incoming) else os.urandom(16).hex()
+    return request_id
 
 
 def send_request_id(response):

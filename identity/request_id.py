@@ -31,7 +31,7 @@ def current_request_id():
 
 
 def send_request_id(response):
-    response.headers[HEADER] = current_request_id()
+    response.headers.add(HEADER, current_request_id())  # only this hook sets it
     return response
 
 

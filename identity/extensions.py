@@ -142,14 +142,16 @@ def raw_write():
     (which costs more than the statements themselves): SQLAlchemy still compiles them, once per
     dialect, converts values with the columns' own types, lends the connection from its pool, and
     shapes the driver's errors as its own (an IntegrityError is an IntegrityError; an
-    OperationalError is a 503, see errors.py).
+    OperationalError is a 503, see errors.py). On SQLite it runs on the thread's own connection,
+    the one its reads use (see _ThreadConnections).
     """
     _commit_open_session()
     engine = db.engine
-    connection = _checkout(engine)
+    sqlite = engine.dialect.name == "sqlite"
+    connection = _thread_connection(engine) if sqlite else _checkout(engine)
+    transaction = RawTransaction(engine, connection)
     try:
-        transaction = RawTransaction(engine, connection)
-        if engine.dialect.name == "sqlite":
+        if sqlite:
             # As the "begin" hook of tune_sqlite does for write transactions of the session.
             transaction.execute_sql("BEGIN IMMEDIATE")
         yield transaction
@@ -160,9 +162,12 @@ def raw_write():
                 connection.rollback()
             except engine.dialect.loaded_dbapi.Error:
                 connection.invalidate()
+        if sqlite and not connection.is_valid:
+            _drop_thread_connection(engine)  # a connection that failed to roll back is not kept
         raise
     finally:
-        connection.close()  # back to the pool
+        if not sqlite:
+            connection.close()  # back to the pool
 
 
 class _Prepared:

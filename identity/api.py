@@ -88,7 +88,7 @@ class IdentityBlueprint(Blueprint):
         functions, and ETags come from headers.conditional.
         """
         documented = super().response(status_code, schema, **kwargs)
-        schema = resolve_schema_instance(schema) if schema is not None else None
+        schema = resolve_schema_instance(schema)  # None stays None
         prepare = self._prepare_response_content
 
         def decorator(view):

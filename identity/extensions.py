@@ -147,11 +147,10 @@ def raw_write():
     """
     _commit_open_session()
     engine = db.engine
-    sqlite = engine.dialect.name == "sqlite"
-    connection = _thread_connection(engine) if sqlite else _checkout(engine)
+    connection = _hot_connection(engine)
     transaction = RawTransaction(engine, connection)
     try:
-        if sqlite:
+        if engine.dialect.name == "sqlite":
             # As the "begin" hook of tune_sqlite does for write transactions of the session.
             transaction.execute_sql("BEGIN IMMEDIATE")
         yield transaction
@@ -161,13 +160,10 @@ def raw_write():
             try:
                 connection.rollback()
             except engine.dialect.loaded_dbapi.Error:
-                connection.invalidate()
-        if sqlite and not connection.is_valid:
-            _drop_thread_connection(engine)  # a connection that failed to roll back is not kept
+                connection.invalidate()  # and so not kept as the thread's connection
         raise
     finally:
-        if not sqlite:
-            connection.close()  # back to the pool
+        _release(engine, connection)
 
 
 class _Prepared:
@@ -279,18 +275,25 @@ def fetch_one(statement, params):
     """
     engine = db.engine
     prepared = _prepared(statement, engine.dialect, None)
-    if engine.dialect.name == "sqlite":
-        connection = _thread_connection(engine)
-        try:
-            return _first_row(engine, connection, prepared, params)
-        except BaseException:
-            _drop_thread_connection(engine)
-            raise
-    connection = _checkout(engine)
+    connection = _hot_connection(engine)
     try:
         return _first_row(engine, connection, prepared, params)
     finally:
-        connection.close()  # back to the pool, which rolls back whatever the driver began
+        _release(engine, connection)
+
+
+def _hot_connection(engine):
+    """The connection the hot paths run on: on SQLite the thread's own, elsewhere one lent from the pool."""
+    return _thread_connection(engine) if engine.dialect.name == "sqlite" else _checkout(engine)
+
+
+def _release(engine, connection):
+    """The end of a use of _hot_connection: a lent connection goes back to the pool (which rolls back
+    whatever the driver began); the thread's own is kept, unless an error left it invalid."""
+    if engine.dialect.name != "sqlite":
+        connection.close()
+    elif not connection.is_valid:
+        _drop_thread_connection(engine)
 
 
 class _ThreadConnections(threading.local):
@@ -321,7 +324,7 @@ def _thread_connection(engine):
 
 
 def _drop_thread_connection(engine):
-    """After a failed read, the thread's connection goes back to the pool (which resets or discards it)."""
+    """The thread's connection, invalidated by an error, goes back to the pool (which discards it)."""
     connection = _threads.by_engine.pop(engine, None)
     if connection is not None:
         connection.close()

@@ -2,8 +2,6 @@
 
 import os
 import subprocess
-import tempfile
-from pathlib import Path
 
 import requests
 
@@ -87,12 +85,19 @@ def test_bind_takes_ipv6_hosts_and_a_whole_address(tmp_path):
     assert conf_value(tmp_path, "bind", GUNICORN_BIND="unix:/run/identity.sock") == "unix:/run/identity.sock"
 
 
-def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdown(database_path, issue_key):
+def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdown(database_path, issue_key, tmp_path):
+    # The server's temporary folder is this test's own: another gunicorn on the machine (a second
+    # suite running at the same time) makes its directories in the shared one.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+
     def ours():
-        return set(Path(tempfile.gettempdir()).glob("identity-metrics-*"))
+        return set(temporary.glob("identity-metrics-*"))
 
     before = ours()
-    server = LiveServer(f"sqlite:///{database_path}", workers=2, env={"PROMETHEUS_MULTIPROC_DIR": ""}).start()
+    server = LiveServer(
+        f"sqlite:///{database_path}", workers=2, env={"PROMETHEUS_MULTIPROC_DIR": "", "TMPDIR": str(temporary)}
+    ).start()
     try:
         made = ours() - before
         assert len(made) == 1

@@ -207,7 +207,8 @@ def get_identity_content(identity_id):
 
 
 def _identity_or_404(identity_id):
-    identity = service.get_identity(identity_id)
+    # Read as text: a response writes the timestamps and amounts as text, and needs no datetimes.
+    identity = service.get_identity(identity_id, as_text=True)
     if identity is None:
         abort(404, message=NOT_FOUND)
     return identity

@@ -2,12 +2,12 @@
 
 import functools
 import re
-from datetime import UTC
 from urllib.parse import urlsplit
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from . import content
+from .models import timestamp_text
 from .wallets import checksum_wallet
 
 BIGINT_PATTERN = r"^(0|[1-9][0-9]{0,77})$"
@@ -277,16 +277,8 @@ class IdentitySchema(Schema):
 
 
 def _timestamp(value):
-    """A datetime (naive ones are UTC) as 2026-11-21T09:30:00.123456Z. isoformat is several times
-    faster than strftime, and always writes the year in four digits, as RFC 3339 wants."""
-    if value is None:
-        return None
-    if value.tzinfo is not None and value.tzinfo is not UTC:
-        value = value.astimezone(UTC)
-    text = value.isoformat()  # without timespec=, whose keyword costs more than this fix-up
-    if value.tzinfo is not None:
-        text = text[:-6]  # "+00:00"
-    return text + "Z" if value.microsecond else text + ".000000Z"
+    """A datetime as the API writes it; a timestamp read as text (models.UTCDateTimeText) is that already."""
+    return value if value.__class__ is str else timestamp_text(value)
 
 
 def _bigint(value):

@@ -4,14 +4,14 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 
 from flask import current_app
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, select, type_coerce, update
 from sqlalchemy.exc import IntegrityError
 
 from . import content
 from .auth import forget_keys, new_api_key
 from .errors import Forbidden, IdentityExists
 from .extensions import CoreTransaction, db, fetch_one, raw_write, write_transaction
-from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
+from .models import AS_TEXT, OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
 from .wallets import checksum_wallet
 
 ROLES = ("User", "Admin")
@@ -19,7 +19,7 @@ ROLES = ("User", "Admin")
 
 @dataclass(slots=True)
 class UserRecord:
-    """A user as the responses show it."""
+    """A user as the responses show it. (Read with as_text=True, its timestamps are text: see get_identity.)"""
 
     id: str
     wallet: str
@@ -31,7 +31,10 @@ class UserRecord:
 
 @dataclass(slots=True)
 class IdentityRecord:
-    """An identity as the responses show it, with its creator."""
+    """An identity as the responses show it, with its creator.
+
+    Read with as_text=True (see get_identity), its timestamps and amounts are the text the responses write.
+    """
 
     id: str
     identity_id: str
@@ -66,24 +69,43 @@ _IDENTITIES = Identity.__table__
 _USERS = User.__table__
 _USER_FIELDS = [field.name for field in fields(UserRecord)]
 _IDENTITY_FIELDS = [field.name for field in fields(IdentityRecord) if field.name != "creator"]
-_IDENTITY_WITH_CREATOR = (
-    select(*(_IDENTITIES.c[name] for name in _IDENTITY_FIELDS), *(_USERS.c[name] for name in _USER_FIELDS))
-    .join_from(_IDENTITIES, _USERS, _IDENTITIES.c.creator_id == _USERS.c.id)
-    .where(_IDENTITIES.c.identity_id == bindparam("identity_id"))
-)
+
+
+def _identity_with_creator(read=lambda column: column):
+    return (
+        select(*(read(_IDENTITIES.c[name]) for name in _IDENTITY_FIELDS), *(read(_USERS.c[name]) for name in _USER_FIELDS))
+        .join_from(_IDENTITIES, _USERS, _IDENTITIES.c.creator_id == _USERS.c.id)
+        .where(_IDENTITIES.c.identity_id == bindparam("identity_id"))
+    )
+
+
+def _as_text(column):
+    """The column read as the responses write it, if its type has such a reading (models.AS_TEXT).
+    The SQL is the same: type_coerce changes only how the driver's value is read."""
+    text_type = AS_TEXT.get(type(column.type))
+    return column if text_type is None else type_coerce(column, text_type)
+
+
+_IDENTITY_WITH_CREATOR = _identity_with_creator()
+_IDENTITY_WITH_CREATOR_AS_TEXT = _identity_with_creator(_as_text)
 _IDENTITY_OF_CONTENT = select(_IDENTITIES.c.identity_id).where(_IDENTITIES.c.content_id == bindparam("content_id"))
 _USER_OF_WALLET = select(*(_USERS.c[name] for name in _USER_FIELDS)).where(_USERS.c.wallet == bindparam("wallet"))
 _INSERT_IDENTITY = insert(_IDENTITIES)
 _INSERT_USER = insert(_USERS)
 
 
-def get_identity(identity_id):
-    """The Identity with this identity_id (an IdentityRecord), or None."""
+def get_identity(identity_id, *, as_text=False):
+    """The Identity with this identity_id (an IdentityRecord), or None.
+
+    as_text=True reads its timestamps and amounts as the text the responses write (see
+    models.UTCDateTimeText): a record for a response, which schemas.identity_json passes through.
+    """
     if not content.has_identity_id_form(identity_id):
         # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
         return None
     # The hottest read of the service: one indexed SELECT, run on a pooled DBAPI connection.
-    row = fetch_one(_IDENTITY_WITH_CREATOR, {"identity_id": identity_id})
+    statement = _IDENTITY_WITH_CREATOR_AS_TEXT if as_text else _IDENTITY_WITH_CREATOR
+    row = fetch_one(statement, {"identity_id": identity_id})
     if row is None:
         return None
     split = len(_IDENTITY_FIELDS)

@@ -98,7 +98,8 @@ class IdentityBlueprint(Blueprint):
                 if isinstance(result, Response):
                     set_status_and_headers_in_response(result, status, headers)
                     return result
-                response = current_app.json.response(prepare(result if schema is None else schema.dump(result)))
+                body = prepare(result if schema is None else schema.dump(result))
+                response = current_app._get_current_object().json.response(body)
                 set_status_and_headers_in_response(response, status, headers)
                 if status is None:
                     response.status_code = status_code

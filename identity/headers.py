@@ -20,15 +20,16 @@ def conditional(view):
 
     @wraps(view)
     def wrapper(*args, **kwargs):
-        response = current_app.make_response(view(*args, **kwargs))
+        response = current_app._get_current_object().make_response(view(*args, **kwargs))
         if not has_header(response.headers, "ETag"):  # the content route sets its own
             response.set_etag(generate_etag(response.get_data()))
         response.headers.add("Cache-Control", "private")
-        if not _CONDITIONS.intersection(request.environ):
+        current = request._get_current_object()
+        if not _CONDITIONS.intersection(current.environ):
             return response  # nothing to compare: the full response, as it is
         # Werkzeug compares If-None-Match weakly, as RFC 9110 asks, and knows "*" and lists of
         # tags; a 304 keeps the ETag and Cache-Control headers and loses the body.
-        return response.make_conditional(request)
+        return response.make_conditional(current)
 
     return wrapper
 

@@ -162,7 +162,7 @@ def _budget(setting, budget, what):
             app = current_app._get_current_object()
             window = rate_limits(app).spend(budget, current_caller().key_id)
             # Every response to this request carries the headers, errors included: see send_headers.
-            g.rate_limit_window = window
+            g._get_current_object().rate_limit_window = window
             if not window.allowed:
                 raise TooManyRequests(
                     f"Too many {what} with this API key: the limit is {app.config[setting]}. "
@@ -180,7 +180,7 @@ creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
 
 
 def send_headers(response):
-    window = g.get("rate_limit_window")
+    window = g._get_current_object().get("rate_limit_window")
     if window is not None:
         window.add_headers(response.headers)  # none of them is set before
     return response

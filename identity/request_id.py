@@ -22,11 +22,14 @@ def _is_safe(incoming):
 
 def current_request_id():
     """The id of the request being served, assigned on first use."""
-    request_id = g.get("request_id")
+    # The objects behind the proxies, taken once: each attribute asked of a proxy costs as much as
+    # a small function call (see application.py).
+    context = g._get_current_object()
+    request_id = context.get("request_id")
     if request_id is None:
-        incoming = request.environ.get(_ENVIRON_KEY, "")
+        incoming = request._get_current_object().environ.get(_ENVIRON_KEY, "")
         # 128 random bits in hex, as uuid4().hex but without building a UUID object per request.
-        request_id = g.request_id = incoming if _is_safe(incoming) else os.urandom(16).hex()
+        request_id = context.request_id = incoming if _is_safe(incoming) else os.urandom(16).hex()
     return request_id
 
 

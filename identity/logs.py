@@ -49,8 +49,6 @@ class AccessFormatter(logging.Formatter):
     write the same line, and any record that is not a plain access line is left to it.
     """
 
-    FIELDS = ("method", "route", "status", "duration_ms", "key_id")
-
     def __init__(self):
         super().__init__()
         self.reference = json_formatter()
@@ -58,17 +56,22 @@ class AccessFormatter(logging.Formatter):
     def format(self, record):
         if record.exc_info or record.exc_text or record.stack_info or not isinstance(record.msg, str):
             return self.reference.format(record)
-        fields = record.__dict__
-        line = {
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-            "request_id": fields.get("request_id"),
-        }
-        for name in self.FIELDS:
-            line[name] = fields.get(name)
-        line["time"] = datetime.fromtimestamp(record.created, tz=UTC)
-        return orjson.dumps(line).decode()
+        get = record.__dict__.get
+        return orjson.dumps(
+            {
+                "level": record.levelname,
+                "logger": record.name,
+                # log_access passes its message made, without arguments; getMessage would only copy it.
+                "message": record.getMessage() if record.args else record.msg,
+                "request_id": get("request_id"),
+                "method": get("method"),
+                "route": get("route"),
+                "status": get("status"),
+                "duration_ms": get("duration_ms"),
+                "key_id": get("key_id"),
+                "time": datetime.fromtimestamp(record.created, UTC),
+            }
+        ).decode()
 
 
 def logging_config(level="INFO"):

@@ -159,10 +159,13 @@ def test_gunicorn_writes_json_lines_and_never_an_api_key(database_path, issue_ke
     {"method": "DELETE", "route": None, "status": 405, "duration_ms": 0.5, "request_id": "r-\u00e9\"\\", "key_id": None},
 ])
 @pytest.mark.parametrize("created", [1795264668.738487, 1795264668.0])
-def test_the_access_formatter_writes_what_the_generic_json_formatter_writes(extra, created):
+@pytest.mark.parametrize("made", [False, True], ids=["with arguments", "message made"])
+def test_the_access_formatter_writes_what_the_generic_json_formatter_writes(extra, created, made):
+    message, args = "%s %s %s", (extra["method"], extra["route"], extra["status"])
+    if made:  # as log_access logs it
+        message, args = message % args, ()
     record = logging.getLogger("identity.access").makeRecord(
-        "identity.access", logging.INFO, __file__, 1, "%s %s %s", (extra["method"], extra["route"], extra["status"]),
-        None, extra=extra,
+        "identity.access", logging.INFO, __file__, 1, message, args, None, extra=extra
     )
     record.created = created
     assert logs.AccessFormatter().format(record) == logs.json_formatter().format(record)

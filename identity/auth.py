@@ -23,7 +23,6 @@ UNAUTHORIZED_DETAIL = f"A valid API key is required in the {HEADER} header."
 _MAX_KEY_LENGTH = 128
 
 
-
 class ApiKeyAuth(HTTPTokenAuth):
     """Flask-HTTPAuth's token scheme, in a custom header, with the request's objects taken once.
 

@@ -307,16 +307,22 @@ class _ThreadConnections(threading.local):
     """
 
     def __init__(self):
-        self.pid = os.getpid()
         self.by_engine = weakref.WeakKeyDictionary()
 
 
 _threads = _ThreadConnections()
 
 
+def _forget_thread_connections():
+    # A forked child must not share its parent's file handles; the thread that forked is the only
+    # one the child has. (Asked at fork time, not with a getpid on every read.)
+    _threads.by_engine = weakref.WeakKeyDictionary()
+
+
+os.register_at_fork(after_in_child=_forget_thread_connections)
+
+
 def _thread_connection(engine):
-    if _threads.pid != os.getpid():  # a forked child must not share its parent's file handles
-        _threads.pid, _threads.by_engine = os.getpid(), weakref.WeakKeyDictionary()
     connection = _threads.by_engine.get(engine)
     if connection is None:
         connection = _threads.by_engine[engine] = _checkout(engine)

@@ -11,8 +11,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from gunicorn import glogging
-
 # prometheus_client picks its multiprocess mode when it is first imported, so the directory must be
 # in the environment, and exist, before anything imports it: here, in the master, before the import
 # of identity below and before any worker forks. Without one given, a fresh directory is made, and
@@ -27,6 +25,7 @@ from prometheus_client import multiprocess  # noqa: E402
 
 from identity.config import settings_from_env  # noqa: E402
 from identity.logs import logging_config  # noqa: E402
+from identity.redact import redact_keys  # noqa: E402
 
 _settings = settings_from_env()
 
@@ -45,14 +44,35 @@ def _bind_address():
 
 bind = os.environ.get("GUNICORN_BIND") or _bind_address()
 
+# The worker. gevent's by default: each connection is a greenlet, so a client that sends its request
+# one byte a second, or says nothing at all, holds a few kilobytes of memory and never a thread or a
+# process; a worker holds up to `worker_connections` of them. (With threads, five such clients stopped
+# the server.) psycopg 3 waits cooperatively under gevent; SQLite's calls do not yield, so one
+# process's requests never contend for its write lock. docs/deployment.md weighs this against a
+# buffering proxy (deploy/nginx.conf), which the internet should see in front of any worker.
+#
 # Rate limits counted in memory:// are per process. Several processes would each allow a key its
-# whole budget, so with that storage the default is one process, serving with threads; with a
-# shared storage (redis://...), the usual rule for synchronous workers: two per core, plus one.
+# whole budget, so with that storage the default is one process; with a shared storage
+# (redis://...), one per core.
 _cores = multiprocessing.cpu_count()
 _limits_per_process = _settings["IDENTITY_RATELIMIT_STORAGE"].startswith("memory://")
-workers = _env_int("WEB_CONCURRENCY", 1 if _limits_per_process else 2 * _cores + 1)
-threads = _env_int("GUNICORN_THREADS", 2 * _cores + 1 if workers == 1 else 1)
-worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or ("gthread" if threads > 1 else "sync")
+workers = _env_int("WEB_CONCURRENCY", 1 if _limits_per_process else _cores)
+_threads = _env_int("GUNICORN_THREADS", 0)
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or ("gthread" if _threads > 1 else "gevent")
+# Threads serve requests only in the gthread worker; gunicorn would turn any other worker class given
+# threads into gthread, silently. The settings say what they mean or the server does not start.
+if _threads > 1 and worker_class not in ("gthread", "gunicorn.workers.gthread.ThreadWorker"):
+    raise SystemExit(
+        f"GUNICORN_THREADS={_threads} needs GUNICORN_WORKER_CLASS=gthread (it is {worker_class}): "
+        "only the gthread worker serves with threads."
+    )
+threads = _threads or (2 * _cores + 1 if worker_class == "gthread" else 1)
+# Connections one gevent worker holds at once; more wait in the listen backlog.
+worker_connections = _env_int("GUNICORN_WORKER_CONNECTIONS", 1000)
+# gunicorn_h1c, the C parser (a pinned requirement): "fast" makes its absence an error at start,
+# not a quiet fall back to the Python parser, whose error pages echo a malformed header line whole,
+# an API key included.
+http_parser = "fast"
 
 # A worker silent this long is killed and replaced.
 timeout = _env_int("GUNICORN_TIMEOUT", 30)
@@ -71,23 +91,14 @@ control_socket_disable = control_socket is None
 # Logs: JSON lines, the app's access line on stdout, everything else (gunicorn's own lines
 # included) on stderr.
 loglevel = _settings["IDENTITY_LOG_LEVEL"].lower()
-# For every line, logging also looks up the calling file and line, the thread and the process; no
-# line here shows them, so the server skips that work (the Logging HOWTO's "Optimization" section).
-logging._srcfile = None
+# For every line, logging also looks up the thread and the process; no line here shows them, so the
+# server skips that work (the Logging HOWTO's "Optimization" section).
 logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
 errorlog = "-"
+# No access line from gunicorn: the app writes a richer one (route, key id). gunicorn's goes to the
+# gunicorn.access logger, which logging_config() gives no handler.
 accesslog = None
-logconfig_dict = logging_config(_settings["IDENTITY_LOG_LEVEL"])
-
-
-class _Logger(glogging.Logger):
-    """gunicorn's logger without its access line: the app writes a richer one (route, key id), and
-    with a logging configuration gunicorn would otherwise build its own for every request, to drop it."""
-
-    access_log_enabled = False
-
-
-logger_class = _Logger
+logconfig_dict = redact_keys(logging_config(_settings["IDENTITY_LOG_LEVEL"]))
 
 
 def on_starting(server):

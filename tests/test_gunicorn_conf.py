@@ -2,7 +2,10 @@
 
 import os
 import subprocess
+import time
+from pathlib import Path
 
+import pytest
 import requests
 
 from tests.live import BIN, ROOT, LiveServer
@@ -33,9 +36,11 @@ def resolved_config(tmp_path, **env):
 def test_defaults_suit_production(tmp_path):
     config = resolved_config(tmp_path)
     assert config["bind"] == "['127.0.0.1:8000']"
-    # Rate limits counted in memory are per process: one process, as many threads as workers would be.
-    assert (config["workers"], config["threads"]) == ("1", str(2 * os.cpu_count() + 1))
-    assert config["worker_class"] == "gthread"
+    # Rate limits counted in memory are per process: one process, gevent's worker (a greenlet per connection).
+    assert (config["workers"], config["threads"], config["worker_class"]) == ("1", "1", "gevent")
+    assert config["worker_connections"] == "1000"
+    # The C parser, required: the Python one echoes a malformed header line, key and all.
+    assert config["http_parser"] == "fast"
     assert (config["timeout"], config["graceful_timeout"], config["keepalive"]) == ("30", "30", "5")
     assert config["errorlog"] == "-" and config["accesslog"] == "None"
     assert config["loglevel"] == "info"
@@ -46,8 +51,52 @@ def test_defaults_suit_production(tmp_path):
 
 def test_with_a_shared_rate_limit_storage_workers_follow_the_cpu_count(tmp_path):
     config = resolved_config(tmp_path, IDENTITY_RATELIMIT_STORAGE="redis://127.0.0.1:6379/0")
-    assert (config["workers"], config["threads"]) == (str(2 * os.cpu_count() + 1), "1")
-    assert config["worker_class"] == "sync"
+    assert (config["workers"], config["threads"], config["worker_class"]) == (str(os.cpu_count()), "1", "gevent")
+
+
+def test_threads_alone_select_the_threaded_worker(tmp_path):
+    config = resolved_config(tmp_path, GUNICORN_THREADS="4")
+    assert (config["worker_class"], config["threads"]) == ("gthread", "4")
+    config = resolved_config(tmp_path, GUNICORN_WORKER_CLASS="gthread")
+    assert (config["worker_class"], config["threads"]) == ("gthread", str(2 * os.cpu_count() + 1))
+
+
+def test_threads_with_a_worker_class_that_has_none_refuse_to_start(tmp_path):
+    clean = {name: value for name, value in os.environ.items() if name not in OVERRIDES}
+    result = subprocess.run(
+        [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "--check-config", "app:app"],
+        cwd=ROOT, env={**clean, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "GUNICORN_WORKER_CLASS": "sync",
+                       "GUNICORN_THREADS": "4"},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert "GUNICORN_THREADS=4 needs GUNICORN_WORKER_CLASS=gthread" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "worker", "processes"),
+    [({"GUNICORN_WORKER_CLASS": "sync"}, "sync", 1), ({"WEB_CONCURRENCY": "2"}, "gevent", 2), ({}, "gevent", 1)],
+    ids=["sync", "2-workers", "default"],
+)
+def test_the_server_runs_the_worker_class_and_count_the_environment_asks_for(database_path, env, worker, processes):
+    output = database_path.parent / "out"
+    output.mkdir()
+    # LiveServer sets WEB_CONCURRENCY from `workers` (None: leaves it unset).
+    workers = env.pop("WEB_CONCURRENCY", None)
+    server = LiveServer(f"sqlite:///{database_path}", workers=workers, env=env, output_dir=output)
+    server.start()
+    try:
+        assert requests.get(server.url + "/healthz", timeout=10).status_code == 200
+        children_file = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
+        deadline = time.monotonic() + 20  # the first worker answers while the others still boot
+        while len(children := children_file.read_text().split()) < processes and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # and no more come
+        children = children_file.read_text().split()
+    finally:
+        server.stop()
+    assert f"Using worker: {worker}" in server.stderr()
+    assert len(children) == processes
 
 
 def test_every_setting_is_read_from_the_environment(tmp_path):

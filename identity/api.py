@@ -5,14 +5,13 @@ from decimal import Decimal
 
 import flask_smorest
 from flask import current_app
-from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 
-from . import limits, metrics, service
+from . import limits, metrics, readiness, service
 from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
 from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE
 from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
-from .extensions import db
+from .errors import problem as problem_response
 from .headers import conditional
 from .schemas import (
     CONTENT_ID_PATTERN,
@@ -215,8 +214,9 @@ def healthz():
 @blp.response(200, StatusSchema, example={"status": "ok"})
 @problem(503, **UNAVAILABLE)
 def readyz():
-    """The database answers."""
-    # A database that does not answer raises an OperationalError, which the error module makes a 503.
-    db.session.execute(text("SELECT 1"))
-    db.session.commit()
+    """The database answers, its schema is at the latest migration, and it can take writes; else 503 saying why."""
+    try:
+        readiness.check()
+    except readiness.NotReady as not_ready:
+        return problem_response(503, not_ready.detail, headers={"Retry-After": "5"})
     return {"status": "ok"}

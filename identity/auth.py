@@ -1,5 +1,6 @@
 """Who is calling: the API key in x-api-key, checked on every request, and the user's last login."""
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -7,9 +8,11 @@ from datetime import timedelta
 from flask import current_app, has_app_context
 from flask_httpauth import HTTPTokenAuth
 from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy.exc import DBAPIError
 
 from .errors import problem
 from .extensions import db, write_transaction
+from .faults import cause
 from .keys import hash_api_key
 from .models import ApiKey, User, utcnow
 
@@ -21,6 +24,7 @@ MAX_KEY_LENGTH = 128
 MAX_CACHED_KEYS = 10_000
 
 auth = HTTPTokenAuth(scheme="ApiKey", header=HEADER)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,18 +103,27 @@ def forget_keys():
 
 
 def _touch_last_login(entry, interval):
-    """Record the login at most once an interval, so that reads do not all turn into writes."""
+    """Record the login at most once an interval, so that reads do not all turn into writes.
+
+    Best effort: a read never waits for the write lock and never fails because of this write. When
+    the database is locked, read-only or full, the write is skipped with a WARNING, and tried again
+    after the interval.
+    """
     now = utcnow()
     cutoff = now - timedelta(seconds=interval)
     if entry.last_login is None or entry.last_login <= cutoff:
         user_id = entry.caller.user_id
-        with write_transaction() as session:
-            # The condition is repeated in SQL so that concurrent workers write it once.
-            session.execute(
-                update(User)
-                .where(User.id == user_id, or_(User.last_login.is_(None), User.last_login <= cutoff))
-                .values(last_login=now)
-            )
+        due = or_(User.last_login.is_(None), User.last_login <= cutoff)
+        try:
+            with write_transaction(wait=False) as session:
+                # The condition is repeated in SQL so that concurrent workers write it once; a row
+                # another transaction holds is skipped, not waited for (PostgreSQL's SKIP LOCKED).
+                held = select(User.id).where(User.id == user_id, due).with_for_update(skip_locked=True)
+                session.execute(update(User).where(User.id.in_(held.scalar_subquery())).values(last_login=now))
+        except DBAPIError as error:
+            log.warning("last_login of user %s not recorded: database %s", user_id, cause(error))
+            entry.touch_after = time.monotonic() + interval
+            return
         entry.last_login = now
     # Until the interval since the last login has passed, the requests of this key need not ask.
     entry.touch_after = time.monotonic() + (entry.last_login - cutoff).total_seconds()

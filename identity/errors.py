@@ -9,6 +9,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.http import HTTP_STATUS_CODES
 
 from . import request_id
+from .faults import cause
 from .schemas import ProblemSchema
 
 PROBLEM_MIMETYPE = "application/problem+json"
@@ -145,7 +146,7 @@ def handle_identity_exists(error):
 
 
 def handle_database_unavailable(error):
-    log.warning("database unavailable: %s", type(error).__name__)
+    log.warning("database unavailable: %s (%s)", cause(error), type(error).__name__)
     return problem(503, "The database does not answer; try again shortly.", headers={"Retry-After": "1"})
 
 

@@ -19,6 +19,8 @@ migrate = Migrate()
 
 # The execution option that marks a session's transaction as a writer (see write_transaction).
 WRITE = "identity_write"
+# And one that may not wait for the write lock: it fails at once if another holds it (see try_write_transaction).
+NO_WAIT = "identity_no_wait"
 
 
 def tune_sqlite(engine, busy_timeout_ms):
@@ -44,19 +46,29 @@ def tune_sqlite(engine, busy_timeout_ms):
     def on_begin(connection):
         # A deferred transaction that later writes can fail at once with SQLITE_BUSY; taking the
         # write lock up front makes writers queue on the busy timeout instead.
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if connection.get_execution_options().get(WRITE) else "BEGIN")
+        options = connection.get_execution_options()
+        # A writer that must not wait gets no busy timeout; the connection gets its own back after.
+        timeout = 0 if options.get(NO_WAIT) else int(busy_timeout_ms)
+        if connection.info.get(NO_WAIT, int(busy_timeout_ms)) != timeout:
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {timeout}")
+            connection.info[NO_WAIT] = timeout
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE) else "BEGIN")
 
 
 @contextmanager
-def write_transaction():
+def write_transaction(wait=True):
     """The request's session in a transaction that holds the database's write lock from its first
-    statement (on SQLite; a server database locks rows as they are written). Commits at the end."""
+    statement (on SQLite; a server database locks rows as they are written). Commits at the end.
+
+    `wait=False`: on SQLite, fail at once (OperationalError, "database is locked") rather than wait
+    for another connection's write lock; for writes that are best effort.
+    """
     session = db.session()
     # Whatever the session has open (a read of this same request) ends first: the write lock must
     # not be waited for by a transaction of this very request, and a begun connection takes no options.
     if session.in_transaction():
         session.commit()
-    session.connection(execution_options={WRITE: True})
+    session.connection(execution_options={WRITE: True, NO_WAIT: not wait})
     try:
         yield session
         session.commit()

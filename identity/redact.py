@@ -9,7 +9,7 @@ import copy
 import logging
 import re
 
-from .auth import KEY_PREFIX
+from .keys import KEY_PREFIX
 
 # A key is the prefix and URL-safe base64 (identity.auth); anything that starts like one is blanked,
 # a truncated or mangled key too.

@@ -1,0 +1,134 @@
+"""Faults of the database seen through real gunicorn: locked, read-only, full, or without its schema."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+from identity.extensions import db
+from tests.conftest import ADMIN_WALLET, USER_WALLET, make_app
+from tests.live import LiveServer, flask_cli
+
+# Holds SQLite's write lock until killed, as another process's long write would.
+LOCKER = (
+    "import sqlite3, sys, time\n"
+    "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "connection.execute('BEGIN IMMEDIATE')\n"
+    "print('locked', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def issue(database_url, wallet, role):
+    return flask_cli(database_url, "keys", "create", "--wallet", wallet, "--role", role).strip().splitlines()[-1]
+
+
+def log_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_a_keys_first_read_answers_within_a_second_while_another_process_holds_the_write_lock(database_path, tmp_path):
+    database_url = f"sqlite:///{database_path}"
+    admin, reader = issue(database_url, ADMIN_WALLET, "Admin"), issue(database_url, USER_WALLET, "User")
+    server = LiveServer(database_url, workers=None, output_dir=tmp_path).start()
+    locker = None
+    try:
+        created = requests.post(
+            server.url + "/identity", json={"display_name": "Locked out"}, headers={"x-api-key": admin}, timeout=10
+        )
+        assert created.status_code == 201
+        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(database_path)], stdout=subprocess.PIPE, text=True)
+        assert locker.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        # The reader's key has never been used: its last_login is due, and cannot be written now.
+        response = requests.get(
+            f"{server.url}/identity/{created.json()['identity_id']}", headers={"x-api-key": reader}, timeout=15
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        if locker:
+            locker.kill()
+            locker.wait(timeout=10)
+        server.stop()
+    assert response.status_code == 200
+    assert elapsed < 1.0
+    warnings = [line for line in log_lines(server.stderr()) if line["level"] == "WARNING"]
+    assert any("last_login" in line["message"] and "locked" in line["message"] for line in warnings), warnings
+
+
+@pytest.mark.sqlite_only
+def test_on_a_read_only_database_reads_answer_200_creates_503_and_readyz_says_why(database_path, tmp_path):
+    # SQLite opening the file read-only, as it does for a file its user cannot write or on a
+    # read-only mount (the suite runs as root, who may write any file, so the URL asks for it).
+    database_url = f"sqlite:///{database_path}"
+    key = issue(database_url, ADMIN_WALLET, "Admin")
+    server = LiveServer(database_url, workers=None, output_dir=tmp_path).start()
+    try:  # one identity to read, written while the database is still writable
+        response = requests.post(
+            server.url + "/identity", json={"display_name": "Kept"}, headers={"x-api-key": key}, timeout=10
+        )
+        identity_id = response.json()["identity_id"]
+    finally:
+        server.stop()
+    read_only_url = f"sqlite:///file:{database_path}?mode=ro&uri=true"
+    server = LiveServer(read_only_url, workers=None, env={"IDENTITY_LAST_LOGIN_INTERVAL": "0"}, output_dir=tmp_path)
+    server.launch()
+    try:
+        ready = wait_for_an_answer(server.url + "/readyz")
+        headers = {"x-api-key": key}
+        reads = [requests.get(f"{server.url}/identity/{identity_id}", headers=headers, timeout=10) for _ in range(3)]
+        create = requests.post(server.url + "/identity", json={"display_name": "Refused"}, headers=headers, timeout=10)
+    finally:
+        server.stop()
+    assert ready.status_code == 503
+    assert ready.headers["Content-Type"] == "application/problem+json"
+    assert "read-only" in ready.json()["detail"]
+    assert [read.status_code for read in reads] == [200, 200, 200]
+    assert create.status_code == 503
+    assert create.headers["Content-Type"] == "application/problem+json" and int(create.headers["Retry-After"]) > 0
+    messages = [line["message"] for line in log_lines(server.stderr()) if line["level"] == "WARNING"]
+    assert any(message.startswith("database unavailable: read-only") for message in messages), messages
+    assert any("last_login" in message and "read-only" in message for message in messages), messages
+
+
+def wait_for_an_answer(url, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return requests.get(url, timeout=5)
+        except requests.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_readyz_is_503_on_a_database_without_the_schema_and_names_the_upgrade(empty_database_url):
+    app = make_app(empty_database_url)
+    try:
+        response = app.test_client().get("/readyz")
+    finally:
+        with app.app_context():
+            db.engine.dispose()
+    assert response.status_code == 503
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert "flask --app app db upgrade" in response.get_json()["detail"]
+
+
+@pytest.mark.sqlite_only
+def test_readyz_is_503_on_a_schema_behind_the_latest_migration_and_200_after_the_upgrade(database_path):
+    database_url = f"sqlite:///{database_path}"
+    flask_cli(database_url, "db", "downgrade")
+    app = make_app(database_url)
+    try:
+        behind = app.test_client().get("/readyz")
+        flask_cli(database_url, "db", "upgrade")
+        upgraded = app.test_client().get("/readyz")
+    finally:
+        with app.app_context():
+            db.engine.dispose()
+    assert behind.status_code == 503
+    assert "flask --app app db upgrade" in behind.get_json()["detail"]
+    assert upgraded.status_code == 200

@@ -49,13 +49,32 @@ class BodyParser(FlaskParser):
         allowed = PATCH_MIMETYPES if req.method == "PATCH" else JSON_MIMETYPES
         if req.mimetype not in allowed:
             abort(415, message=f"The body must be sent as Content-Type: {' or '.join(sorted(allowed))}.")
-        data = req.get_data(cache=True)  # Werkzeug enforces MAX_CONTENT_LENGTH here (413)
+        data = read_body(req)
         try:
             return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant, parse_int=_parse_int)
         except UnicodeDecodeError:
             abort(400, message="The body is not valid UTF-8.")
         except (ValueError, RecursionError):
             abort(400, message="The body is not valid JSON.")
+
+
+def read_body(req):
+    """The request's body, at most MAX_CONTENT_LENGTH bytes (413 past that), however it is framed.
+
+    With a Content-Length, Werkzeug refuses a larger one before reading (413). A chunked body has
+    none; Werkzeug would cut it at the limit, silently, so it is read here from the server's stream
+    to one byte past the limit.
+    """
+    if req.content_length is not None or req.environ.get("HTTP_TRANSFER_ENCODING") is None:
+        return req.get_data(cache=True)
+    limit = req.max_content_length
+    try:
+        data = req.input_stream.read() if limit is None else req.input_stream.read(limit + 1)
+    except Exception:  # noqa: BLE001 - whatever the server's chunk decoder raises: the framing is broken
+        abort(400, message="The body's chunked transfer coding is malformed.")
+    if limit is not None and len(data) > limit:
+        abort(413, message=f"The body is larger than {limit} bytes.")
+    return data
 
 
 class Blueprint(flask_smorest.Blueprint):

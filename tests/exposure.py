@@ -144,3 +144,55 @@ class Nginx:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
         shutil.rmtree(self.prefix, ignore_errors=True)
+
+
+class Answer:
+    """An HTTP answer read off a raw socket: status, headers, body."""
+
+    def __init__(self, raw):
+        head, _, self.body = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        self.status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else None
+        self.headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+        if "chunked" in self.headers.get("transfer-encoding", ""):
+            self.body = _unchunk(self.body)
+
+    @property
+    def content_type(self):
+        return self.headers.get("content-type")
+
+    def json(self):
+        import json
+
+        return json.loads(self.body)
+
+
+def _unchunk(data):
+    out = b""
+    while data:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out, data = out + data[:size], data[size + 2:]
+    return out
+
+
+def exchange(port, request, timeout=15):
+    """Send `request` (bytes) to 127.0.0.1:`port`, read until the server closes; returns an Answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(request)
+            sock.shutdown(socket.SHUT_WR)  # nothing more comes: a body cut short ends here
+        except OSError:
+            pass  # the server may answer and close before taking the whole request
+        chunks = []
+        try:
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        except ConnectionResetError:
+            pass
+    return Answer(b"".join(chunks))

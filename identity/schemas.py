@@ -134,10 +134,25 @@ def documented_validators(converter, field, **kwargs):
 
 
 class Text(fields.String):
-    """A string, NFC-normalized and trimmed exactly as content addressing does it; validators see the result."""
+    """A string, NFC-normalized and trimmed exactly as content addressing does it; validators see the result.
+
+    What normalization would cost is bounded first: at most `raw_max_length` characters as sent
+    (4 per character allowed after normalization, the longest canonical decomposition), and no run of
+    more than 30 combining marks (content.check_normalizable).
+    """
+
+    def __init__(self, *, raw_max_length, **kwargs):
+        super().__init__(**kwargs)
+        self.raw_max_length = raw_max_length
 
     def _deserialize(self, value, attr, data, **kwargs):
-        return content.normalize_text(super()._deserialize(value, attr, data, **kwargs))
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if len(value) > self.raw_max_length:
+            raise ValidationError(f"Longer than {self.raw_max_length} characters as sent.")
+        try:
+            return content.normalize_text(value)
+        except ValueError as error:
+            raise ValidationError(str(error)) from None
 
 
 class Wallet(fields.String):
@@ -175,6 +190,7 @@ class IdentityCreateSchema(Schema):
         unknown = RAISE
 
     display_name = Text(
+        raw_max_length=4 * 256,
         required=True,
         validate=TrimmedText(1, 256),
         metadata={
@@ -184,6 +200,7 @@ class IdentityCreateSchema(Schema):
         },
     )
     description = Text(
+        raw_max_length=4 * 4096,
         allow_none=True,
         validate=TrimmedText(0, 4096, allowed_controls="\n\r\t"),
         metadata={
@@ -193,6 +210,7 @@ class IdentityCreateSchema(Schema):
         },
     )
     image = Text(
+        raw_max_length=4 * MAX_URL_LENGTH,
         allow_none=True,
         validate=Url({"https", "http", "ipfs"}),
         metadata={
@@ -202,6 +220,7 @@ class IdentityCreateSchema(Schema):
         },
     )
     external_reference = Text(
+        raw_max_length=4 * MAX_URL_LENGTH,
         allow_none=True,
         validate=Url({"https", "http"}),
         metadata={
@@ -306,3 +325,6 @@ class ProblemSchema(Schema):
 # validate and serialize with the very same object; it also spares building a schema per request.
 identity_create_schema = IdentityCreateSchema()
 identity_schema = IdentitySchema()
+
+# Build check_normalizable's pattern now, with the app, rather than in the first request that needs it.
+content.check_normalizable("\u0301")

@@ -1,6 +1,9 @@
 """The service exposed as `make run` serves it: slow and silent clients, and nginx in front (deploy/nginx.conf)."""
 
+import json
 import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -115,3 +118,31 @@ def test_the_logs_blank_a_key_that_the_server_quotes(database_url, tmp_path):
     logs = server.stderr()
     assert "Invalid HTTP Header: 'x-api-key idsk_[redacted]'" in logs
     assert key.removeprefix("idsk_") not in logs + server.stdout()
+
+
+# The issue's body: "a" and 16,000 U+0301 and 16,000 U+0316, 64 KiB of UTF-8 (within the body limit).
+COSTLY = {"display_name": "a" + "\u0301" * 16000 + "\u0316" * 16000}
+
+
+def test_costly_text_is_refused_in_milliseconds_and_reads_go_on_meanwhile(default_server, report):
+    server = default_server
+    body = json.dumps(COSTLY, ensure_ascii=False).encode()
+    assert 60_000 < len(body) <= 64 * 1024
+    headers = {"x-api-key": server.api_key, "Content-Type": "application/json"}
+
+    def post(_):
+        started = time.monotonic()
+        response = requests.post(server.url + "/identity", data=body, headers=headers, timeout=30)
+        return response, time.monotonic() - started
+
+    single, single_seconds = post(None)
+    assert single.status_code == 422
+    assert "display_name" in single.json()["errors"]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        costly = pool.map(post, range(12))
+        worst, statuses = worst_get_latency(server.url + server.identity_path, server.api_key, 2)
+        costly = list(costly)
+    report(f"costly text: one refused in {single_seconds * 1000:.1f} ms; GETs during 12 at once: worst {worst * 1000:.0f} ms")
+    assert single_seconds < 0.25
+    assert {response.status_code for response, _ in costly} == {422}
+    assert set(statuses) == {200} and worst < 1.0

@@ -214,3 +214,17 @@ def test_the_url_white_space_check_is_str_isspace_for_every_code_point():
     for code in range(0x110000):
         char = chr(code)
         assert (_WHITE_SPACE.search(f"a{char}b") is not None) is char.isspace(), hex(code)
+
+
+def test_a_run_of_more_than_30_combining_marks_is_422_before_normalizing(create):
+    response = create({"display_name": "a" + "\u0301" * 31})
+    assert response.status_code == 422
+    assert response.get_json()["errors"]["display_name"] == ["More than 30 combining marks in a row."]
+    # 30 is what UAX #15's stream-safe format allows; the marks compose or stay, as normalization says.
+    assert create({"display_name": "a" + "\u0301" * 30}).status_code == 201
+
+
+def test_text_longer_than_four_times_its_limit_as_sent_is_422(create):
+    response = create({"display_name": "e\u0301" * 513})  # 1026 characters as sent, 513 after NFC
+    assert response.status_code == 422
+    assert "display_name" in response.get_json()["errors"]

@@ -6,8 +6,14 @@ gunicorn setting on top (gunicorn applies it after this file).
 
 import logging
 import multiprocessing
+import ctypes
 import os
 import shutil
+import signal
+import socket
+import struct
+import threading
+import time
 import tempfile
 from pathlib import Path
 
@@ -112,6 +118,72 @@ def on_starting(server):
             "can make up to %d times its limit. Set IDENTITY_RATELIMIT_STORAGE=redis://... to share counts.",
             server.cfg.workers, server.cfg.workers,
         )
+
+
+# socket(7)'s SO_ATTACH_FILTER, with a classic BPF program that drops a TCP segment whose flags are
+# SYN without ACK: on a listening socket, a new client's first packet. Everything else passes, the
+# handshakes under way and the connections already queued included. (The filter reads the TCP header.)
+_SO_ATTACH_FILTER = getattr(socket, "SO_ATTACH_FILTER", 26)
+_DROP_NEW_HANDSHAKES = ctypes.create_string_buffer(
+    b"".join(
+        struct.pack("HBBI", *instruction)
+        for instruction in (
+            (0x30, 0, 0, 13),  # ldb [13]: the flags byte of the TCP header
+            (0x54, 0, 0, 0x12),  # and #(SYN | ACK)
+            (0x15, 0, 1, 0x02),  # jeq #SYN: drop, else keep
+            (0x06, 0, 0, 0),  # ret #0: drop
+            (0x06, 0, 0, 0xFFFFFFFF),  # ret #-1: keep all of it
+        )
+    )
+)
+
+
+def _refuse_new_connections(listener):
+    program = struct.pack("HL", 5, ctypes.addressof(_DROP_NEW_HANDSHAKES))
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, _SO_ATTACH_FILTER, program)
+    except OSError:
+        listener.listen(0)  # elsewhere than Linux: at least queue no more than one
+
+
+def _queued(listener):
+    """Connections the kernel has queued on `listener` and the worker not yet accepted (tcp(7)'s
+    TCP_INFO: tcpi_unacked, for a listening socket), or 0 where that cannot be read."""
+    try:
+        return struct.unpack("B" * 8 + "I" * 24, listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104))[12]
+    except (AttributeError, OSError, struct.error):
+        return 0
+
+
+def post_worker_init(worker):
+    """On SIGTERM, drain the listening sockets' queues, then let gunicorn's own handler stop the worker.
+
+    gunicorn's worker stops accepting soon after SIGTERM and closes its listening socket; the
+    connections the kernel had queued by then were reset (8 a run under load). Here new handshakes
+    are dropped first, the worker goes on accepting and answering until nothing is queued (at most
+    a few seconds), and only then is it told to stop. A client that came after SIGTERM sees its
+    connection refused when the socket closes: it was never accepted.
+    """
+    handler = signal.getsignal(signal.SIGTERM)
+
+    def stop_when_drained():
+        deadline = time.monotonic() + 5
+        while any(_queued(listener) for listener in worker.sockets) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)  # the last one accepted reaches its handler
+        if callable(handler):
+            handler(signal.SIGTERM, None)
+
+    def drain_then_stop(signum, frame):
+        if getattr(worker, "identity_draining", False):
+            return  # SIGTERM from the master after the one to the process group
+        worker.identity_draining = True
+        for listener in worker.sockets:
+            _refuse_new_connections(listener)
+        # A thread (a greenlet under gevent): a signal handler must not wait.
+        threading.Thread(target=stop_when_drained, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, drain_then_stop)
 
 
 def child_exit(server, worker):

@@ -4,17 +4,17 @@ Every setting reads an environment variable first; GUNICORN_CMD_ARGS can overrid
 gunicorn setting on top (gunicorn applies it after this file).
 """
 
+import ctypes
 import logging
 import multiprocessing
-import ctypes
 import os
 import shutil
 import signal
 import socket
 import struct
+import tempfile
 import threading
 import time
-import tempfile
 from pathlib import Path
 
 # prometheus_client picks its multiprocess mode when it is first imported, so the directory must be

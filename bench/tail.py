@@ -1,0 +1,154 @@
+"""`make bench`, part two: the default server's tail, beside the floor, under 8 concurrent clients.
+
+The default server is what `make run` starts: `gunicorn -c gunicorn.conf.py app:app` with nothing
+forced (gunicorn.conf.py picks the worker class and count), rate limits raised so that the load
+cannot spend them. The floor (bench.floor:app) is served as bench/run.py serves it. wrk (one thread,
+BENCH_CONNECTIONS connections, 8 by default, loopback only) runs GET and POST rounds on each,
+alternating which goes first; the p99 of each is the median over the rounds. The goal (issue 13):
+the default server's p99 within 3x the floor's, for creates and for reads.
+
+Settings: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_WARMUP (3), BENCH_CONNECTIONS (8),
+BENCH_TAIL_IDENTITIES (2000).
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.run import (  # noqa: E402 - the same seeding, servers and wrk runs as `make bench`
+    BIN,
+    CONNECTIONS,
+    HOST,
+    PRODUCTION_LIMITS,
+    ROOT,
+    ROUNDS,
+    SECONDS,
+    WALLET,
+    WARMUP,
+    Server,
+    checkpoint,
+    combined,
+    flask_cli,
+    free_port,
+    load,
+    say,
+    seed_through_the_project,
+    write_ids,
+)
+
+IDENTITIES = int(os.environ.get("BENCH_TAIL_IDENTITIES") or 2000)
+GOAL = 3.0
+
+
+class DefaultServer:
+    """gunicorn as `make run` starts it: the project's gunicorn.conf.py deciding everything."""
+
+    name = "default"
+
+    def __init__(self, database, log_dir):
+        self.database, self.log_path = database, log_dir / "default-server.log"
+        self.process, self.port = None, None
+
+    @property
+    def url(self):
+        return f"http://{HOST}:{self.port}"
+
+    def start(self, timeout=60):
+        self.port = free_port()
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith(("GUNICORN_", "WEB_CONCURRENCY"))}
+        env.update({"DATABASE_URL": f"sqlite:///{self.database}", "HOST": HOST, "PORT": str(self.port),
+                    **PRODUCTION_LIMITS})
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"], cwd=ROOT,
+                                            env=env, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the default server exited:\n{self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=5) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the default server did not become ready")
+
+    def worker_class(self):
+        for line in self.log_path.read_text().splitlines():
+            if "Using worker:" in line:
+                return line.split("Using worker:")[1].split('"')[0].strip()
+        return "?"
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+
+def main():
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is missing: install it with apt-get install wrk")
+    work = Path(tempfile.mkdtemp(prefix="identity-tail-"))
+    servers = []
+    try:
+        database = work / "default.db"
+        flask_cli(database, "db", "upgrade")
+        key = flask_cli(database, "keys", "create", "--wallet", WALLET, "--role", "User").strip().splitlines()[-1]
+        ids = seed_through_the_project(database, key, IDENTITIES)
+        checkpoint(database)
+        floor_database = work / "floor.db"
+        shutil.copy(database, floor_database)
+        ids_file = write_ids(work / "ids.txt", ids)
+        targets = {"default": DefaultServer(database, work), "floor": Server("floor", "bench.floor:app", floor_database, work)}
+        servers += targets.values()
+        for server in targets.values():
+            server.start()
+        say(f"tail: default server ({targets['default'].worker_class()} worker, as `make run`) vs floor, "
+            f"wrk -t1 -c{CONNECTIONS}, {ROUNDS} rounds x {SECONDS} s, {IDENTITIES:,} identities")
+        for name, server in targets.items():
+            for operation in ("get", "post"):
+                load(server, operation, key, ids_file, WARMUP, f"warm-{name}")
+        results = {(name, operation): [] for name in targets for operation in ("get", "post")}
+        for round_number in range(ROUNDS):
+            order = list(targets) if round_number % 2 == 0 else list(reversed(targets))
+            for operation in ("get", "post"):
+                for name in order:
+                    results[name, operation].append(
+                        load(targets[name], operation, key, ids_file, SECONDS, f"tail-{round_number}")
+                    )
+        errors = sum(run.errors for runs in results.values() for run in runs)
+        print()
+        print(f"Default server's tail (as `make run` serves: {targets['default'].worker_class()} worker) vs floor, "
+              f"{CONNECTIONS} concurrent clients; goal: p99 within {GOAL:g}x the floor's")
+        print(f"{'op':<5} {'default p99 ms':>14} {'floor p99 ms':>12} {'ratio':>6}   {'default req/s':>13} {'floor req/s':>11}")
+        for operation, label in (("post", "POST"), ("get", "GET")):
+            default, floor = combined(results["default", operation]), combined(results["floor", operation])
+            ratio = default.p99_ms / floor.p99_ms if floor.p99_ms else float("inf")
+            print(f"{label:<5} {default.p99_ms:>14.2f} {floor.p99_ms:>12.2f} {ratio:>5.2f}x"
+                  f"{'' if ratio <= GOAL else ' (over goal)'}   {default.rate:>13.1f} {floor.rate:>11.1f}")
+        if errors:
+            print(f"unexpected responses or socket errors: {errors}")
+            return 1
+        return 0
+    finally:
+        for server in servers:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,26 +3,39 @@
 from decimal import Decimal
 from functools import wraps
 
-from flask import current_app, json
+from flask import current_app, json, request
 from flask_smorest import Blueprint
 from flask_smorest.utils import resolve_schema_instance, set_status_and_headers_in_response, unpack_tuple_response
+from marshmallow import RAISE
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 from werkzeug import Response
 
-from . import limits, metrics, service
-from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
-from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE
-from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
+from . import curation, history, limits, metrics, service
+from .auth import ADMIN_ONLY_DETAIL, CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
+from .docs import CHANGE_EXAMPLE, CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE, PATCH_EXAMPLE
+from .errors import (
+    PROBLEM_MIMETYPE,
+    IdentityExists,
+    IdentityNotFound,
+    IdentityRemoved,
+    PreconditionFailed,
+    problem_body,
+)
 from .extensions import db
 from .headers import conditional
 from .schemas import (
     CONTENT_ID_PATTERN,
     IDENTITY_ID_PATTERN,
+    IMMUTABLE,
+    ChangeFeedArgsSchema,
+    ChangeFeedSchema,
+    ChangeListSchema,
     IdentityContentSchema,
     ProblemSchema,
     StatusSchema,
     identity_create_schema,
+    identity_patch_schema,
     identity_schema,
 )
 
@@ -37,13 +50,22 @@ def _parse_int(digits):
     return int(digits) if len(digits) <= 4000 else Decimal(digits)
 
 
+MERGE_PATCH = "application/merge-patch+json"
+
+
 class StrictJSONParser(FlaskParser):
     """Bodies are JSON objects in UTF-8 under Content-Type application/json, and nothing else."""
 
     def _raw_load_json(self, req):
-        if req.mimetype != "application/json":
+        if req.method == "PATCH":
+            # A PATCH body is a JSON merge patch (RFC 7396), and may say so.
+            if req.mimetype not in ("application/json", MERGE_PATCH):
+                abort(415, message=f"The body must be sent as Content-Type: application/json or {MERGE_PATCH}.")
+        elif req.mimetype != "application/json":
             abort(415, message="The body must be sent as Content-Type: application/json.")
         data = req.get_data(cache=True)  # Werkzeug enforces MAX_CONTENT_LENGTH here (413)
+        if not data and req.method == "PATCH":
+            return {}  # a patch of nothing: refused as {} is, naming the body (422)
         try:
             return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant, parse_int=_parse_int)
         except UnicodeDecodeError:
@@ -138,7 +160,11 @@ UNAUTHORIZED = {
     "headers": {"WWW-Authenticate": {"schema": {"type": "string", "enum": [CHALLENGE]}}},
     "example": problem_body(401, UNAUTHORIZED_DETAIL),
 }
-NOT_FOUND = "No Identity exists for the provided id."
+NOT_FOUND = IdentityNotFound.DETAIL
+GONE = {
+    "description": "The identity is in status removed; identity_id names it.",
+    "example": problem_body(410, IdentityRemoved.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
+}
 UNAVAILABLE = {
     "description": "The database does not answer; try again shortly.",
     "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
@@ -173,6 +199,7 @@ RATELIMIT_HEADERS = {
 @blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
 @blp.problem(401, **UNAUTHORIZED)
 @blp.problem(404, NOT_FOUND)
+@blp.problem(410, **GONE)
 @blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @blp.problem(503, **UNAVAILABLE)
 def get_identity(identity_id):
@@ -197,6 +224,7 @@ def get_identity(identity_id):
 @blp.alt_response(304, description="If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
 @blp.problem(401, **UNAUTHORIZED)
 @blp.problem(404, NOT_FOUND)
+@blp.problem(410, **GONE)
 @blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @blp.problem(503, **UNAVAILABLE)
 def get_identity_content(identity_id):
@@ -212,6 +240,8 @@ def _identity_or_404(identity_id):
     identity = service.get_identity(identity_id, as_text=True)
     if identity is None:
         abort(404, message=NOT_FOUND)
+    if identity.status == "removed":
+        raise IdentityRemoved(identity_id)
     return identity
 
 
@@ -248,6 +278,74 @@ def create_identity(fields):
     identity = service.create_identity(fields, current_caller())
     metrics.count_identity_created()
     return identity, 201, {"Location": f"/identity/{identity.identity_id}"}
+
+
+@blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
+@blp.route(
+    "/identities/<identity_id>", methods=["PATCH"], endpoint="patch_identity_plural", parameters=[IDENTITY_ID]
+)
+@auth.login_required(role="Admin")
+@limits.creates
+@conditional
+@blp.doc(security=API_KEY)
+@blp.doc(requestBody={"content": {MERGE_PATCH: {"schema": identity_patch_schema, "example": PATCH_EXAMPLE}}})
+@blp.arguments(identity_patch_schema, example=PATCH_EXAMPLE)
+@blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
+@blp.problem(400, "The body is not valid JSON or not UTF-8.")
+@blp.problem(401, **UNAUTHORIZED)
+@blp.problem(403, ADMIN_ONLY_DETAIL)
+@blp.problem(404, NOT_FOUND)
+@blp.problem(412, PreconditionFailed.DETAIL)
+@blp.problem(413, "The body is larger than the limit (64 KiB by default).")
+@blp.problem(415, f"The body is not sent as application/json or {MERGE_PATCH}.")
+@blp.problem(
+    422,
+    "A content field, an unknown field, an invalid value, or nothing to change; errors names each.",
+    example=problem_body(422, "Invalid fields: display_name.", errors={"display_name": [IMMUTABLE]}),
+)
+@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@blp.problem(503, **UNAVAILABLE)
+def patch_identity(changes, identity_id):
+    """Curate an Identity: its status and on-chain figures (Admin keys only; If-Match makes it conditional)."""
+    caller = current_caller()
+    return curation.update_identity(identity_id, changes, caller.wallet, if_match=request.if_match)
+
+
+@blp.route("/identity/<identity_id>/changes", endpoint="identity_changes", parameters=[IDENTITY_ID])
+@blp.route("/identities/<identity_id>/changes", endpoint="identity_changes_plural", parameters=[IDENTITY_ID])
+@auth.login_required
+@limits.reads
+@blp.doc(security=API_KEY)
+@blp.response(200, ChangeListSchema, example={"data": [CHANGE_EXAMPLE]})
+@blp.problem(401, **UNAUTHORIZED)
+@blp.problem(404, NOT_FOUND)
+@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@blp.problem(503, **UNAVAILABLE)
+def identity_changes(identity_id):
+    """An Identity's change history, oldest first."""
+    entries = history.changes_of(identity_id, full=current_caller().role == "Admin")
+    if entries is None:
+        abort(404, message=NOT_FOUND)
+    return {"data": entries}
+
+
+@blp.route("/changes", endpoint="change_feed")
+@auth.login_required
+@limits.reads
+@blp.doc(security=API_KEY)
+@blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
+@blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
+@blp.problem(
+    400,
+    "An unknown or invalid query parameter; errors names each.",
+    example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
+)
+@blp.problem(401, **UNAUTHORIZED)
+@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@blp.problem(503, **UNAVAILABLE)
+def change_feed(args):
+    """Every Identity's changes after a sequence number, in order: poll with the last next_after."""
+    return history.feed(args["after"], args["limit"], full=current_caller().role == "Admin")
 
 
 @blp.route("/healthz")

@@ -7,7 +7,7 @@ from flask import current_app
 from sqlalchemy import bindparam, insert, select, type_coerce, update
 from sqlalchemy.exc import IntegrityError
 
-from . import content
+from . import content, history
 from .auth import forget_keys, new_api_key
 from .errors import Forbidden, IdentityExists
 from .extensions import CoreTransaction, db, fetch_one, raw_write, write_transaction
@@ -144,6 +144,7 @@ def create_identity(fields, caller):
             _refuse_known_content(transaction.first, address.content_id)
             user = _user_of_wallet(transaction, creator, "User")
             transaction.execute(_INSERT_IDENTITY, {**values, "creator_id": user.id})
+            history.record_created(transaction, address.identity_id, caller.wallet, now)
     except IntegrityError:
         # Another writer stored the same content between our check and our insert.
         _refuse_known_content(fetch_one, address.content_id)

@@ -11,7 +11,7 @@ visible), and only then draws its number: numbers are drawn in commit order. The
 the last statement before COMMIT, so it is held for one INSERT and the commit.
 """
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import BigInteger, func, insert, literal_column, select
 
 from .extensions import db
 from .models import Change, Identity, utcnow
@@ -35,7 +35,7 @@ def record_changed(session, identity_id, wallet, changes, at=None):
     _append(session, identity_id, wallet, CHANGED, changes, at)
 
 
-_LOCK = select(func.pg_advisory_xact_lock(FEED_LOCK))
+_LOCK = select(func.pg_advisory_xact_lock(literal_column(str(FEED_LOCK), BigInteger)))
 _INSERT = insert(Change.__table__)
 
 

@@ -127,4 +127,4 @@ def set_status(identity_id, status, wallet):
         identity = curation.update_identity(identity_id, {"status": status}, wallet or CLI_WALLET)
     except IdentityNotFound:
         raise click.ClickException(f"No identity has the id {identity_id!r}.") from None
-    click.echo(f"{identity.identity_id} is {identity.status}.")
+    click.echo(f"{identity['identity_id']} is {identity['status']}.")

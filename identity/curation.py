@@ -7,14 +7,15 @@ exactly one succeeds.
 """
 
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import bindparam, update
 from werkzeug.http import generate_etag
 
 from . import history
 from .errors import IdentityNotFound, PreconditionFailed
 from .extensions import write_transaction
-from .models import Identity, utcnow
+from .models import utcnow
 from .schemas import identity_schema
+from .service import IDENTITIES, IDENTITIES_WITH_CREATOR, identity_record
 
 # The fields a change may name, and how the Identity object writes their values (the history keeps them so).
 EDITABLE = {
@@ -27,6 +28,11 @@ EDITABLE = {
     "corpora_id": None,
     "semantic": None,
 }
+# The identity as GET reads it, and its row locked until the transaction ends (SQLite: no-op, its
+# write lock is the transaction's).
+_LOCKED_IDENTITY = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id == bindparam("identity_id")).with_for_update(
+    of=IDENTITIES
+)
 
 
 def representation_etag(identity):
@@ -37,7 +43,7 @@ def representation_etag(identity):
 
 def update_identity(identity_id, changes, wallet, if_match=None):
     """Apply `changes` (validated: field -> new value) to the identity, on behalf of `wallet`, and
-    record them in its history; returns the Identity.
+    record them in its history; returns the Identity (a mapping, as service.get_identity's).
 
     `if_match` (Werkzeug's ETags, from the request's If-Match header) makes the change conditional:
     unless it names the current representation's ETag, PreconditionFailed and nothing changes.
@@ -48,24 +54,23 @@ def update_identity(identity_id, changes, wallet, if_match=None):
     if unknown:
         raise ValueError(f"Not editable: {', '.join(sorted(unknown))}")
     with write_transaction() as session:
-        identity = session.execute(
-            select(Identity).where(Identity.identity_id == identity_id).with_for_update(of=Identity)
-        ).scalar_one_or_none()
-        if identity is None:
+        row = session.execute(_LOCKED_IDENTITY, {"identity_id": identity_id}).one_or_none()
+        if row is None:
             raise IdentityNotFound()
+        identity = identity_record(row)
         if if_match and not if_match.contains(representation_etag(identity)):
             raise PreconditionFailed()
-        changed = {}
-        for name, after in changes.items():
-            before = getattr(identity, name)
-            if before != after:
-                write = EDITABLE[name] or _as_is
-                changed[name] = {"before": write(before), "after": write(after)}
-                setattr(identity, name, after)
+        changed = {
+            name: {"before": (EDITABLE[name] or _as_is)(identity[name]), "after": (EDITABLE[name] or _as_is)(after)}
+            for name, after in changes.items()
+            if identity[name] != after
+        }
         if changed:
-            identity.updated_at = utcnow()
-            session.flush()
-            history.record_changed(session, identity.identity_id, wallet, changed, at=identity.updated_at)
+            now = utcnow()
+            values = {name: changes[name] for name in changed}
+            session.execute(update(IDENTITIES).where(IDENTITIES.c.id == identity["id"]).values(**values, updated_at=now))
+            history.record_changed(session, identity_id, wallet, changed, at=now)
+            identity.update(values, updated_at=now)
     return identity
 
 

@@ -15,7 +15,6 @@ from sqlalchemy import BigInteger, func, insert, literal_column, select
 
 from .extensions import db
 from .models import Change, Identity, utcnow
-from .schemas import change_schema
 
 # Any fixed number, distinct from the migration's (migrations/env.py MIGRATION_LOCK).
 FEED_LOCK = 0x1D3_0015
@@ -23,6 +22,7 @@ CREATED = "created"
 CHANGED = "changed"
 # What a non-Admin key sees of an entry of a removed identity.
 REDACTED_KEYS = ("seq", "identity_id", "at", "kind")
+ENTRY_KEYS = ("seq", "identity_id", "at", "wallet", "kind", "fields")
 
 
 def record_created(session, identity_id, wallet, at=None):
@@ -40,9 +40,7 @@ _INSERT = insert(Change.__table__)
 
 
 def _append(session, identity_id, wallet, kind, changes, at):
-    # `session` is a Session, or the create path's RawTransaction (same execute signature).
-    bind = getattr(session, "engine", None) or session.get_bind()
-    if bind.dialect.name == "postgresql":
+    if session.get_bind().dialect.name == "postgresql":
         session.execute(_LOCK, {})
     values = {"identity_id": identity_id, "at": at or utcnow(), "wallet": wallet, "kind": kind, "fields": changes}
     session.execute(_INSERT, values)
@@ -54,7 +52,7 @@ def _entries():
 
 
 def changes_of(identity_id, full):
-    """The entries of one identity, oldest first, as JSON-ready dicts; None if no identity has that id.
+    """The entries of one identity, oldest first (mappings that ChangeSchema dumps); None if no identity has that id.
 
     `full` (an Admin's view) shows every entry whole; otherwise the entries of a removed identity
     carry only REDACTED_KEYS.
@@ -70,7 +68,7 @@ def changes_of(identity_id, full):
 
 def feed(after, limit, full):
     """Up to `limit` entries of every identity with a sequence number above `after`, in order:
-    {"data": [...], "next_after": the last one's number, or `after` when there is none}."""
+    {"data": [...], "next_after": the last one's number, or `after` when there is none} (ChangeFeedSchema)."""
     rows = db.session.execute(_entries().where(Change.seq > after).order_by(Change.seq).limit(limit)).all()
     db.session.commit()
     data = [visible(change, status, full) for change, status in rows]
@@ -78,8 +76,8 @@ def feed(after, limit, full):
 
 
 def visible(change, status, full):
-    """The entry as `full` (Admin) or other keys may see it."""
-    entry = change_schema.dump(change)
+    """The entry as `full` (Admin) or other keys may see it: a mapping that ChangeSchema dumps."""
+    entry = {name: getattr(change, name) for name in ENTRY_KEYS}
     if status == "removed" and not full:
         entry = {key: entry[key] for key in REDACTED_KEYS}
     return entry

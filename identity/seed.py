@@ -13,7 +13,7 @@ from eth_utils import to_checksum_address
 from flask import current_app, has_app_context
 from marshmallow import ValidationError
 
-from . import service
+from . import curation, service
 from .auth import Caller
 from .errors import IdentityExists, IdentityNotFound, InvalidFields
 from .schemas import identity_create_schema, identity_patch_schema, identity_schema
@@ -82,10 +82,6 @@ def set_status(app, identity_id, status, *, by=None):
         changes = identity_patch_schema.load({"status": status})
     except ValidationError as error:
         raise InvalidFields(error.messages) from None
-    # Imported here: importing it first of all would enter the import cycle auth -> errors -> request_id -> auth
-    # from its errors end.
-    from . import curation
-
     with _app_context(app):
         identity = curation.update_identity(identity_id, changes, by or SEED_WALLET)
         return identity_schema.dump(identity)

@@ -348,6 +348,18 @@ class UInt256String(fields.String):
         return int(text)
 
 
+class WholeNumber(fields.Integer):
+    """A JSON integer. 3.0 is one too, as JSON Schema says; "3" and true are not."""
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
 class CurationText(validate.Validator):
     """A string of at most 256 characters with no control characters (nor lone surrogates, which
     no database stores)."""
@@ -374,9 +386,7 @@ class IdentityPatchSchema(Schema):
         metadata={"description": "removed: the identity answers 410 Gone until another status is set."},
     )
     vault_id = UInt256String(metadata={"description": "The on-chain atom's vault id."})
-    num_positions = fields.Integer(
-        strict=True, validate=validate.Range(0, MAX_INT64), metadata={"format": "int64"}
-    )
+    num_positions = WholeNumber(validate=validate.Range(0, MAX_INT64), metadata={"format": "int64"})
     assets_sum = UInt256String()
     conviction_sum = UInt256String()
     conviction_price = UInt256String()

@@ -61,6 +61,12 @@ def test_both_paths_and_both_media_types_are_served(patch, identity):
     assert second.get_json()["status"] == "error"
 
 
+def test_num_positions_may_be_written_with_a_zero_fraction_as_json_schema_allows(patch, identity):
+    response = patch(identity["identity_id"], '{"num_positions": 12.0}')
+    assert response.status_code == 200
+    assert response.get_json()["num_positions"] == 12
+
+
 def test_null_clears_corpora_id_and_semantic(patch, identity):
     patch(identity["identity_id"], {"corpora_id": "c", "semantic": "s"})
     response = patch(identity["identity_id"], {"corpora_id": None, "semantic": None})
@@ -115,6 +121,7 @@ def test_a_content_field_is_422_content_is_immutable(patch, identity, field):
         ({"num_positions": 2**63}, "num_positions"),
         ({"num_positions": "3"}, "num_positions"),
         ({"num_positions": 1.5}, "num_positions"),
+        ({"num_positions": 1e300}, "num_positions"),
         ({"num_positions": True}, "num_positions"),
         ({"corpora_id": "x" * 257}, "corpora_id"),
         ({"semantic": "a\x00b"}, "semantic"),

@@ -10,7 +10,7 @@ from flask import current_app
 from sqlalchemy import bindparam, update
 from werkzeug.http import generate_etag
 
-from . import history
+from . import content, history
 from .errors import IdentityNotFound, PreconditionFailed
 from .extensions import write_transaction
 from .models import utcnow
@@ -53,6 +53,8 @@ def update_identity(identity_id, changes, wallet, if_match=None):
     unknown = set(changes) - set(EDITABLE)
     if unknown:
         raise ValueError(f"Not editable: {', '.join(sorted(unknown))}")
+    if not content.has_identity_id_form(identity_id):
+        raise IdentityNotFound()  # as service.get_identity: PostgreSQL refuses some strings (NUL) outright
     with write_transaction() as session:
         row = session.execute(_LOCKED_IDENTITY, {"identity_id": identity_id}).one_or_none()
         if row is None:

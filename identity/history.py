@@ -13,6 +13,7 @@ the last statement before COMMIT, so it is held for one INSERT and the commit.
 
 from sqlalchemy import BigInteger, func, insert, literal_column, select
 
+from . import content
 from .extensions import db
 from .models import Change, Identity, utcnow
 
@@ -57,6 +58,8 @@ def changes_of(identity_id, full):
     `full` (an Admin's view) shows every entry whole; otherwise the entries of a removed identity
     carry only REDACTED_KEYS.
     """
+    if not content.has_identity_id_form(identity_id):
+        return None  # no stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright
     status = db.session.execute(select(Identity.status).where(Identity.identity_id == identity_id)).scalar()
     if status is None:
         db.session.commit()

@@ -94,6 +94,7 @@ def test_no_key_is_401(client, identity):
 def test_unknown_identity_is_404(patch):
     assert patch("did:identity:ipfs:bafkreie4qnqptqtkp7dhls3cv5mstrcf52olspzugrjhduqgsxtxrmyxci", {"status": "removed"}).status_code == 404
     assert patch("not-an-id", {"status": "removed"}).status_code == 404
+    assert patch("did:identity:ipfs:bafkrei%00", {"status": "removed"}).status_code == 404
 
 
 @pytest.mark.parametrize("field", ["display_name", "description", "image", "external_reference"])

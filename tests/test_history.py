@@ -97,6 +97,7 @@ def test_history_of_an_unknown_identity_is_404_and_needs_a_key(get, client, user
     unknown = "did:identity:ipfs:bafkreie4qnqptqtkp7dhls3cv5mstrcf52olspzugrjhduqgsxtxrmyxci"
     assert get(f"/identity/{unknown}/changes", user_key).status_code == 404
     assert get("/identity/nonsense/changes", user_key).status_code == 404
+    assert get("/identity/did:identity:ipfs:bafkrei%00/changes", user_key).status_code == 404
     assert client.get(f"/identity/{unknown}/changes").status_code == 401
     assert client.get("/changes").status_code == 401
 

@@ -3,7 +3,7 @@
 import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import ForeignKey, Numeric, String, Text, types
+from sqlalchemy import ForeignKey, Index, Numeric, String, Text, types
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .extensions import db
@@ -143,8 +143,12 @@ class Change(db.Model):
     """One entry of the append-only log of creates and changes (see identity.history)."""
 
     __tablename__ = "identity_changes"
-    # AUTOINCREMENT on SQLite: a sequence number is never reused, even after the last row is gone.
-    __table_args__ = {"sqlite_autoincrement": True}
+    # One identity's history is read by this index, in order. AUTOINCREMENT on SQLite: a sequence
+    # number is never reused, even after the last row is gone.
+    __table_args__ = (
+        Index("ix_identity_changes_identity_id_seq", "identity_id", "seq"),
+        {"sqlite_autoincrement": True},
+    )
 
     # INTEGER PRIMARY KEY on SQLite (its rowid), a BIGINT drawn from a sequence elsewhere.
     seq: Mapped[int] = mapped_column(types.BigInteger().with_variant(types.Integer, "sqlite"), primary_key=True)

@@ -14,7 +14,7 @@ def create_app(config=None):
 
     from . import docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
-    from .cli import backup, keys
+    from .cli import backup, identities, keys
     from .config import engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
@@ -47,4 +47,5 @@ def create_app(config=None):
     limits.init_app(app)
     app.cli.add_command(keys)
     app.cli.add_command(backup)
+    app.cli.add_command(identities)
     return app

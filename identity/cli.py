@@ -1,4 +1,5 @@
-"""`flask keys ...`: issue, list, rotate and revoke API keys. `flask backup PATH`: copy the SQLite database."""
+"""`flask keys ...`: issue, list, rotate and revoke API keys. `flask identities ...`: curate identities.
+`flask backup PATH`: copy the SQLite database."""
 
 import os
 import sqlite3
@@ -8,8 +9,14 @@ from pathlib import Path
 import click
 from flask.cli import with_appcontext
 
-from . import service
+from . import curation, service
+from .errors import IdentityNotFound
 from .extensions import db
+from .schemas import STATUSES
+from .wallets import checksum_wallet
+
+# Who the history names for a change made on the command line without --by.
+CLI_WALLET = "cli"
 
 
 @click.group()
@@ -69,7 +76,7 @@ def rotate_key(key_id):
     """Replace a key: issue a new one for the same user and revoke KEY_ID (see `keys list`).
 
     The new key is printed once, alone on the last line. The old one is refused from the next
-    request on, by every worker: no worker caches keys.
+    request on: by this process at once, by every other worker within IDENTITY_KEY_CACHE_SECONDS.
     """
     try:
         key, api_key = service.rotate_key(key_id)
@@ -160,3 +167,27 @@ def backup(path):
         Path(partial).unlink(missing_ok=True)
     click.echo(f"Backed up {source_path} ({identities} identities) to {path}; integrity check ok.", err=True)
     click.echo(str(path))
+
+
+@click.group()
+def identities():
+    """Curate identities."""
+
+
+@identities.command("set-status")
+@click.argument("identity_id")
+@click.argument("status", type=click.Choice(STATUSES))
+@click.option("--by", "wallet", default=None, help='Wallet recorded in the history as the one who acted (default "cli").')
+@with_appcontext
+def set_status(identity_id, status, wallet):
+    """Set an identity's STATUS (removed: it answers 410 Gone; another status brings it back)."""
+    if wallet is not None:
+        try:
+            wallet = checksum_wallet(wallet)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--by") from None
+    try:
+        identity = curation.update_identity(identity_id, {"status": status}, wallet or CLI_WALLET)
+    except IdentityNotFound:
+        raise click.ClickException(f"No identity has the id {identity_id!r}.") from None
+    click.echo(f"{identity['identity_id']} is {identity['status']}.")

@@ -23,8 +23,9 @@ def test_unknown_path_is_404_problem(client):
     [
         ("DELETE", "/identity", {"POST", "OPTIONS"}),
         ("PUT", "/identities", {"POST", "OPTIONS"}),
-        ("POST", "/identity/did:identity:ipfs:x", {"GET", "HEAD", "OPTIONS"}),
-        ("PATCH", "/identities/x", {"GET", "HEAD", "OPTIONS"}),
+        ("POST", "/identity/did:identity:ipfs:x", {"GET", "HEAD", "OPTIONS", "PATCH"}),
+        ("PUT", "/identities/x", {"GET", "HEAD", "OPTIONS", "PATCH"}),
+        ("POST", "/changes", {"GET", "HEAD", "OPTIONS"}),
         ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),
     ],
 )
@@ -33,17 +34,6 @@ def test_wrong_method_is_405_with_allow(client, method, path, allowed):
     assert response.status_code == 405
     assert response.mimetype == "application/problem+json"
     assert {m.strip() for m in response.headers["Allow"].split(",")} == allowed
-
-
-@pytest.fixture
-def failing_app(database_url):
-    app = make_app(database_url, TESTING=False)
-
-    @app.route("/boom")
-    def boom():
-        raise RuntimeError("secret internals: SELECT * FROM api_keys")
-
-    return app
 
 
 def test_unexpected_failure_is_500_problem_with_request_id_only(failing_app):

@@ -7,16 +7,14 @@ from sqlalchemy import update
 
 from identity.extensions import db
 from identity.models import MAX_UINT256, Identity
+from tests.conftest import without_last_login
 
 
 def test_get_returns_what_create_returned_but_for_last_login(client, create, user_key):
     created = create({"display_name": "Round trip", "image": "https://example.org/a.png"}).get_json()
     fetched = client.get(f"/identity/{created['identity_id']}", headers={"x-api-key": user_key})
     assert fetched.status_code == 200
-    body = fetched.get_json()
-    created["creator"].pop("last_login")
-    body["creator"].pop("last_login")
-    assert body == created
+    assert without_last_login(fetched.get_json()) == without_last_login(created)
 
 
 def test_both_fetch_paths_are_served(client, create, user_key):

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from identity import logs
 from identity.extensions import db
 from identity.models import ApiKey
-from tests.conftest import USER_WALLET, make_app
+from tests.conftest import USER_WALLET
 from tests.live import LiveServer
 
 
@@ -67,18 +67,6 @@ def test_log_lines_are_json_with_time_level_logger_message(client, json_lines):
     assert {"time", "level", "logger", "message", "request_id", "method", "route", "status", "duration_ms", "key_id"} <= set(line)
     assert line["level"] == "INFO" and line["request_id"] == "health-1" and line["route"] == "/healthz"
     assert line["time"].endswith("+00:00")
-
-
-@pytest.fixture
-def failing_app(database_path):
-    app = make_app(database_path, TESTING=False)
-
-    @app.route("/boom")
-    def boom():
-        logging.getLogger("identity.boom").warning("about to fail")
-        raise RuntimeError("boom")
-
-    return app
 
 
 def test_every_line_of_a_failing_request_carries_its_request_id(failing_app, json_lines):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [ROOT / "examples" / "test_with_identity_fixtures.py", ROOT / "examples" / "test_seeding_and_settings.py"]
-README_SECTION = "## Using it in your tests"
+EMBEDDING_PAGE = ROOT / "docs" / "embedding.md"
 
 
 # An outside project has no hypothesis; its plugin, installed for this suite, costs seconds a run.
@@ -116,6 +116,28 @@ def test_seeding_api_serves_an_outside_project(pytester):
     run(pytester).assert_outcomes(passed=2)
 
 
+def test_set_status_fixture_takes_an_identity_down_and_brings_it_back(pytester):
+    pytester.makepyfile(
+        """
+        from identity.seed import create_identity
+
+        def test_removed_is_gone_until_restored(identity_app, identity_client, identity_api_key, identity_set_status):
+            seeded = create_identity(identity_app, "Moderated")
+            key = identity_api_key()
+            path = f"/identity/{seeded['identity_id']}"
+            assert identity_set_status(seeded["identity_id"], "removed")["status"] == "removed"
+            gone = identity_client.get(path, headers={"x-api-key": key})
+            assert gone.status_code == 410
+            assert gone.get_json()["identity_id"] == seeded["identity_id"]
+            identity_set_status(seeded["identity_id"], "complete", by="0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB")
+            assert identity_client.get(path, headers={"x-api-key": key}).status_code == 200
+            changes = identity_client.get(path + "/changes", headers={"x-api-key": key}).get_json()["data"]
+            assert [entry["kind"] for entry in changes] == ["created", "changed", "changed"]
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
+
+
 def test_identity_config_overrides_settings(pytester):
     pytester.makepyfile(
         """
@@ -189,15 +211,12 @@ def test_plugin_can_be_turned_off(pytester):
     result.stdout.fnmatch_lines(["*fixture 'identity_app' not found*"])
 
 
-def test_readme_examples_run_as_an_outside_project(pytester):
+def test_the_documented_examples_run_as_an_outside_project(pytester):
     for example in EXAMPLES:
         (pytester.path / example.name).write_text(example.read_text())
     run_fresh(pytester).assert_outcomes(passed=5)
 
 
-def test_readme_shows_the_examples_exactly():
-    readme = ROOT / "README.md"
-    section = readme.read_text().split(README_SECTION, 1)[1]
-    section = re.split(r"^## ", section, flags=re.MULTILINE)[0]
-    blocks = re.findall(r"^```python\n(.*?)^```$", section, flags=re.MULTILINE | re.DOTALL)
+def test_the_embedding_page_shows_the_examples_exactly():
+    blocks = re.findall(r"^```python\n(.*?)^```$", EMBEDDING_PAGE.read_text(), flags=re.MULTILINE | re.DOTALL)
     assert blocks == [example.read_text() for example in EXAMPLES]

@@ -64,7 +64,7 @@ def test_nodes_that_upgrade_at_once_take_turns(empty_database_url):
         list(pool.map(lambda _: flask_cli(empty_database_url, "db", "upgrade"), range(3)))  # each must succeed
     engine = create_engine(empty_database_url)
     with engine.connect() as connection:
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0001"]
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0003"]
     engine.dispose()
 
 

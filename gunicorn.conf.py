@@ -73,6 +73,8 @@ if _threads > 1 and worker_class not in ("gthread", "gunicorn.workers.gthread.Th
         "only the gthread worker serves with threads."
     )
 threads = _threads or (2 * _cores + 1 if worker_class == "gthread" else 1)
+# The app sizes each process's database pool by it (identity/config.py: IDENTITY_DB_POOL_SIZE).
+os.environ["GUNICORN_THREADS"] = str(threads)
 # Connections one gevent worker holds at once; more wait in the listen backlog.
 worker_connections = _env_int("GUNICORN_WORKER_CONNECTIONS", 1000)
 # gunicorn_h1c, the C parser (a pinned requirement): "fast" makes its absence an error at start,

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -157,6 +158,14 @@ def _queued(listener):
         return 0
 
 
+def _under_gevent():
+    if "gevent" not in sys.modules:
+        return False
+    from gevent import monkey
+
+    return monkey.is_module_patched("threading")
+
+
 def post_worker_init(worker):
     """On SIGTERM, drain the listening sockets' queues, then let gunicorn's own handler stop the worker.
 
@@ -167,6 +176,7 @@ def post_worker_init(worker):
     connection refused when the socket closes: it was never accepted.
     """
     handler = signal.getsignal(signal.SIGTERM)
+    draining = []
 
     def stop_when_drained():
         deadline = time.monotonic() + 5
@@ -177,13 +187,19 @@ def post_worker_init(worker):
             handler(signal.SIGTERM, None)
 
     def drain_then_stop(signum, frame):
-        if getattr(worker, "identity_draining", False):
+        if draining:
             return  # SIGTERM from the master after the one to the process group
-        worker.identity_draining = True
+        draining.append(signum)
         for listener in worker.sockets:
             _refuse_new_connections(listener)
-        # A thread (a greenlet under gevent): a signal handler must not wait.
-        threading.Thread(target=stop_when_drained, daemon=True).start()
+        # Elsewhere than in the handler, which must not wait: under gevent it runs in the event loop,
+        # where only spawning a greenlet is allowed (gunicorn's gevent worker does the same).
+        if _under_gevent():
+            import gevent
+
+            gevent.spawn(stop_when_drained)
+        else:
+            threading.Thread(target=stop_when_drained, daemon=True).start()
 
     signal.signal(signal.SIGTERM, drain_then_stop)
 

@@ -6,11 +6,12 @@ from functools import wraps
 from flask import current_app, json
 from flask_smorest import Blueprint
 from flask_smorest.utils import resolve_schema_instance, set_status_and_headers_in_response, unpack_tuple_response
+from marshmallow import RAISE
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 from werkzeug import Response
 
-from . import limits, metrics, service
+from . import browse, limits, metrics, service
 from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
 from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE
 from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
@@ -23,6 +24,8 @@ from .schemas import (
     ProblemSchema,
     StatusSchema,
     identity_create_schema,
+    identity_list_args_schema,
+    identity_page_schema,
     identity_schema,
 )
 
@@ -266,3 +269,27 @@ def readyz():
     db.session.execute(text("SELECT 1"))
     db.session.commit()
     return {"status": "ok"}
+
+
+LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], "next": None}
+
+
+@blp.route("/identities", endpoint="list_identities")
+@blp.route("/identities/search", endpoint="search_identities")
+@auth.login_required
+@limits.reads
+@blp.doc(security=API_KEY)
+@blp.arguments(identity_list_args_schema, location="query", error_status_code=400, unknown=RAISE)
+@blp.response(200, identity_page_schema, example=LIST_EXAMPLE)
+@blp.problem(
+    400,
+    "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names each parameter.",
+    example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 100."]}),
+)
+@blp.problem(401, **UNAUTHORIZED)
+@blp.problem(403, "Removed identities are listed only to an Admin key.")
+@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@blp.problem(503, **UNAVAILABLE)
+def list_identities(args):
+    """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default."""
+    return browse.list_identities(args, current_caller())

@@ -58,6 +58,18 @@ class InvalidFields(ServiceError):
         self.errors = errors
 
 
+class InvalidParameters(ServiceError):
+    """Query parameters refused: unknown ones, or out-of-range values; `errors` maps each to its messages."""
+
+    status = 400
+
+    def __init__(self, messages):
+        errors = _flatten_messages(messages)
+        detail = "Invalid query parameters: " + ", ".join(sorted(errors)) + "."
+        super().__init__(detail, errors=errors)
+        self.errors = errors
+
+
 def problem_body(status, detail=None, **extra):
     """The problem details of an error response."""
     title = HTTP_STATUS_CODES.get(status, "Error")
@@ -121,6 +133,11 @@ class ProblemApi(flask_smorest.Api):
         elif status == 422:
             # The exception the Python API (identity.seed) raises, so that both say the same.
             invalid = InvalidFields(data.get("messages"))
+            detail = invalid.detail
+            extra.update(invalid.extra)
+        elif status == 400 and data.get("messages"):
+            # Query parameters (webargs, error_status_code=400): named like a 422's fields.
+            invalid = InvalidParameters(data["messages"])
             detail = invalid.detail
             extra.update(invalid.extra)
         elif data.get("message"):

@@ -155,9 +155,10 @@ def _full_text(dialect, words, column=None):
         expression = " ".join('"' + word + '"*' for word in words)
         if column is not None:
             expression = f"{column} : ({expression})"
+        name = "words" if column is None else f"{column}_words"  # one name per fragment of a statement
         return text(
-            "identities.rowid IN (SELECT rowid FROM identity_search_words WHERE identity_search_words MATCH :words)"
-        ).bindparams(words=expression)
+            f"identities.rowid IN (SELECT rowid FROM identity_search_words WHERE identity_search_words MATCH :{name})"
+        ).bindparams(**{name: expression})
     query = func.identity_search_query(" & ".join(f"'{word}':*" for word in words))
     description = None if column is not None else Identity.description
     return func.identity_search_vector(Identity.display_name, description).op("@@")(query)

@@ -72,7 +72,7 @@ def list_identities(args, caller):
     order = _order(listing)
     query = select(Identity, *(expression for expression, _ in order)).where(*conditions)
     if listing.after is not None:
-        query = query.where(_after(order, listing.after))
+        query = query.where(_after(order, _bounds(listing)))
     elif listing.page > 1:
         query = query.offset((listing.page - 1) * listing.limit)
     query = query.order_by(*(expression.desc() if descending else expression.asc() for expression, descending in order))
@@ -83,6 +83,9 @@ def list_identities(args, caller):
     if len(rows) > listing.limit:
         rows = rows[: listing.limit]
         last = tuple(rows[-1][1:])
+        if listing.sort == "display_name":
+            # Content never changes: the id finds the name again, and a cursor need not carry 256 characters.
+            last = (None, last[1])
         following = _encode(replace(listing, page=listing.page + 1, after=last))
     return {
         "page": listing.page,
@@ -178,9 +181,16 @@ def _order(listing):
     return [(_SORT_COLUMNS[listing.sort], descending), (Identity.id, descending)]
 
 
-def _after(order, values):
-    """Rows strictly after `values` in `order`: a keyset condition."""
-    bound = [literal(value, expression.type) for (expression, _), value in zip(order, values, strict=True)]
+def _bounds(listing):
+    """The sort key values of the last item of the previous page, as SQL expressions."""
+    if listing.sort == "display_name":
+        name = select(Identity.display_name).where(Identity.id == listing.after[1]).scalar_subquery()
+        return [name, literal(listing.after[1], Identity.id.type)]
+    return [literal(value, expression.type) for (expression, _), value in zip(_order(listing), listing.after, strict=True)]
+
+
+def _after(order, bound):
+    """Rows strictly after `bound` (expressions of the sort keys) in `order`: a keyset condition."""
     directions = {descending for _, descending in order}
     if len(directions) == 1:
         # One direction: a row-value comparison, which both databases answer from the sort index.

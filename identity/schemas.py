@@ -367,11 +367,15 @@ identity_schema = IdentitySchema()
 MAX_PAGE_ITEMS = 10_000  # page × limit; a cursor goes deeper
 SORT_KEYS = ("created_at", "updated_at", "display_name", "num_positions")
 STATUSES = ("pending", "complete", "removed", "error")
-MAX_SEARCH_LENGTH = 256
+# A request line must fit gunicorn's default limit (4094 bytes) even at its longest: q and displayName
+# of 100 astral characters, percent-encoded (1200 bytes each), and the cursor that carries both.
+MAX_SEARCH_LENGTH = 100
+MAX_CURSOR_LENGTH = 1400
+CURSOR_PATTERN = r"^[A-Za-z0-9_.-]+$"
 
 
 class SearchText(validate.Validator):
-    """1 to 256 characters as sent, no control characters (nor lone surrogates)."""
+    """1 to 100 characters as sent, no control characters (nor lone surrogates)."""
 
     def __init__(self):
         self.openapi_pattern = f"^[^{_control_class()}]{{1,{MAX_SEARCH_LENGTH}}}$"
@@ -404,8 +408,12 @@ class IdentityListArgsSchema(Schema):
         },
     )
     cursor = fields.String(
-        validate=validate.Length(1, 2048),
+        validate=[
+            validate.Length(1, MAX_CURSOR_LENGTH),
+            validate.Regexp(CURSOR_PATTERN, error="Not a cursor this service issued; use the next of a page."),
+        ],
         metadata={
+            "pattern": CURSOR_PATTERN,
             "description": "The `next` of a previous page: continues that listing (same filters and order) "
             "exactly, however deep. Filters sent with it must equal the cursor's.",
         },

@@ -200,7 +200,8 @@ def test_listing_parameters_are_documented_with_their_constraints(document, path
     assert schemas["status"]["enum"] == ["pending", "complete", "removed", "error"]
     assert re.fullmatch(schemas["creator"]["pattern"], "0x" + "aB" * 20)
     for name in ("q", "displayName"):
-        assert re.search(schemas[name]["pattern"], "x" * 256) and not re.search(schemas[name]["pattern"], "x" * 257)
+        assert re.search(schemas[name]["pattern"], "x" * 100) and not re.search(schemas[name]["pattern"], "x" * 101)
+    assert schemas["cursor"]["maxLength"] == 1400
 
 
 def test_page_schema_lists_its_keys_and_items_are_identities(document):

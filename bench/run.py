@@ -109,7 +109,7 @@ def seed_through_the_project(database, key, count):
     schema = IdentityCreateSchema()
     with app.app_context():
         caller = verify_api_key(key)
-        ids = [service.create_identity(schema.load(identity_body(n)), caller).identity_id for n in range(count)]
+        ids = [service.create_identity(schema.load(identity_body(n)), caller)["identity_id"] for n in range(count)]
         db.session.remove()
         db.engine.dispose()
     return ids

@@ -10,15 +10,16 @@ def create_app(config=None):
     # Imported here rather than at the top: the package's pytest plugin (identity.pytest_plugin) is
     # loaded by every pytest run in an environment that has the package installed, and a run that
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
+    from flask import Flask
+
     from . import docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
-    from .application import IdentityFlask
     from .cli import keys
     from .config import engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
-    from .extensions import db, migrate, remove_open_session, tune_sqlite
+    from .extensions import db, migrate, tune_sqlite
 
-    app = IdentityFlask(__name__, instance_relative_config=True)
+    app = Flask(__name__, instance_relative_config=True)
     encoding.init_app(app)
     app.config.from_mapping(settings_from_env())
     if config:
@@ -30,14 +31,13 @@ def create_app(config=None):
     # First, so that nothing logs before the log lines are JSON.
     logs.init_app(app)
     db.init_app(app)
-    app.teardown_appcontext_funcs.remove(db._teardown_session)
-    app.teardown_appcontext(remove_open_session)
     with app.app_context():
         if db.engine.dialect.name == "sqlite":
             tune_sqlite(db.engine, app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"])
     migrate.init_app(app, db, directory=MIGRATIONS)
 
     api = ProblemApi(app)
+    api.register_default_problem()
     docs.init_app(app, api)
     api.register_blueprint(blp)
     register_error_handlers(app)

@@ -1,15 +1,13 @@
 """The HTTP API: one blueprint, declarative views."""
 
+import json
 from decimal import Decimal
-from functools import wraps
 
-from flask import current_app, json
-from flask_smorest import Blueprint
-from flask_smorest.utils import resolve_schema_instance, set_status_and_headers_in_response, unpack_tuple_response
+import flask_smorest
+from flask import current_app
 from marshmallow import RAISE
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
-from werkzeug import Response
 
 from . import browse, limits, metrics, service
 from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
@@ -29,6 +27,10 @@ from .schemas import (
     identity_schema,
 )
 
+JSON_MIMETYPES = frozenset({"application/json"})
+# RFC 7396: a PATCH may say its body is a JSON merge patch, which for these flat objects is the same.
+PATCH_MIMETYPES = JSON_MIMETYPES | {"application/merge-patch+json"}
+
 
 def _refuse_constant(name):
     raise ValueError(f"{name} is not JSON")
@@ -40,12 +42,17 @@ def _parse_int(digits):
     return int(digits) if len(digits) <= 4000 else Decimal(digits)
 
 
-class StrictJSONParser(FlaskParser):
-    """Bodies are JSON objects in UTF-8 under Content-Type application/json, and nothing else."""
+class BodyParser(FlaskParser):
+    """Bodies are JSON in UTF-8 under a JSON Content-Type, and nothing else.
 
-    def _raw_load_json(self, req):
-        if req.mimetype != "application/json":
-            abort(415, message="The body must be sent as Content-Type: application/json.")
+    webargs' own JSON loading reads a body without a JSON type as absent, and an empty body too;
+    here the first is a 415 and the second invalid JSON (400). NaN and Infinity are not JSON.
+    """
+
+    def load_json(self, req, schema):
+        allowed = PATCH_MIMETYPES if req.method == "PATCH" else JSON_MIMETYPES
+        if req.mimetype not in allowed:
+            abort(415, message=f"The body must be sent as Content-Type: {' or '.join(sorted(allowed))}.")
         data = req.get_data(cache=True)  # Werkzeug enforces MAX_CONTENT_LENGTH here (413)
         try:
             return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant, parse_int=_parse_int)
@@ -54,78 +61,26 @@ class StrictJSONParser(FlaskParser):
         except (ValueError, RecursionError):
             abort(400, message="The body is not valid JSON.")
 
-    def load_json(self, req, schema):
-        # The base class turns an empty body into "missing"; an empty body is invalid JSON here.
-        return self._raw_load_json(req)
+
+class Blueprint(flask_smorest.Blueprint):
+    """flask-smorest's Blueprint with the body parser above, through its ARGUMENTS_PARSER attribute."""
+
+    ARGUMENTS_PARSER = BodyParser()
 
 
-def _documentation_only(decorate):
-    """flask-smorest's decorator `decorate`, keeping the documentation it records but not its wrapper.
-
-    `doc` and `alt_response` wrap a view in a function that only calls it, to carry the `_apidoc`
-    they record; a route with six of them paid six calls on every request for the OpenAPI document.
-    The documentation moves onto the view itself, where flask-smorest reads it all the same.
-    """
-
-    def decorator(view):
-        view._apidoc = decorate(view)._apidoc
-        return view
-
-    return decorator
+def problem(status, description, example=None, **kwargs):
+    """Document an error response of a view: problem details, as application/problem+json."""
+    return blp.alt_response(
+        status,
+        schema=ProblemSchema,
+        content_type=PROBLEM_MIMETYPE,
+        description=description,
+        example=example or problem_body(status, description),
+        **kwargs,
+    )
 
 
-class IdentityBlueprint(Blueprint):
-    ARGUMENTS_PARSER = StrictJSONParser()
-
-    def doc(self, **kwargs):
-        return _documentation_only(super().doc(**kwargs))
-
-    def alt_response(self, status_code, **kwargs):
-        return _documentation_only(super().alt_response(status_code, **kwargs))
-
-    def response(self, status_code, schema=None, **kwargs):
-        """flask-smorest's `response`: its documentation, and at run time what its wrapper does here.
-
-        That wrapper also asks ensure_sync about the view and keeps each dumped result in the app
-        context for flask-smorest's ETag feature, on every request; the views here are plain
-        functions, and ETags come from headers.conditional.
-        """
-        documented = super().response(status_code, schema, **kwargs)
-        schema = resolve_schema_instance(schema)  # None stays None
-        prepare = self._prepare_response_content
-
-        def decorator(view):
-            @wraps(view)
-            def respond(*args, **kwargs):
-                result, status, headers = unpack_tuple_response(view(*args, **kwargs))
-                if isinstance(result, Response):
-                    set_status_and_headers_in_response(result, status, headers)
-                    return result
-                body = prepare(result if schema is None else schema.dump(result))
-                response = current_app._get_current_object().json.response(body)
-                set_status_and_headers_in_response(response, status, headers)
-                if status is None:
-                    response.status_code = status_code
-                return response
-
-            respond._apidoc = documented(view)._apidoc
-            return respond
-
-        return decorator
-
-    def problem(self, status, description, example=None, **kwargs):
-        """Document an error response: problem details, as application/problem+json."""
-        return self.alt_response(
-            status,
-            schema=ProblemSchema,
-            content_type=PROBLEM_MIMETYPE,
-            description=description,
-            example=example or problem_body(status, description),
-            **kwargs,
-        )
-
-
-blp = IdentityBlueprint("identities", __name__, description="Fetch and create Identity records.")
+blp = Blueprint("identities", __name__, description="Fetch and create Identity records.")
 
 API_KEY = [{"ApiKeyAuth": []}]
 IDENTITY_ID = {
@@ -174,10 +129,10 @@ RATELIMIT_HEADERS = {
 @blp.doc(security=API_KEY)
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
 @blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
-@blp.problem(401, **UNAUTHORIZED)
-@blp.problem(404, NOT_FOUND)
-@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@blp.problem(503, **UNAVAILABLE)
+@problem(401, **UNAUTHORIZED)
+@problem(404, NOT_FOUND)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
 def get_identity(identity_id):
     """Fetch an Identity by its identity_id."""
     return _identity_or_404(identity_id)
@@ -198,21 +153,20 @@ def get_identity(identity_id):
     headers={"ETag": ETAG, "Cache-Control": ETAG_HEADERS["Cache-Control"]},
 )
 @blp.alt_response(304, description="If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
-@blp.problem(401, **UNAUTHORIZED)
-@blp.problem(404, NOT_FOUND)
-@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@blp.problem(503, **UNAVAILABLE)
+@problem(401, **UNAUTHORIZED)
+@problem(404, NOT_FOUND)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
 def get_identity_content(identity_id):
     """Fetch an Identity's content, byte for byte as its content_id hashes it."""
     identity = _identity_or_404(identity_id)
     return current_app.response_class(
-        service.canonical_content(identity), mimetype="application/json", headers={"ETag": f'"{identity.content_id}"'}
+        service.canonical_content(identity), mimetype="application/json", headers={"ETag": f'"{identity["content_id"]}"'}
     )
 
 
 def _identity_or_404(identity_id):
-    # Read as text: a response writes the timestamps and amounts as text, and needs no datetimes.
-    identity = service.get_identity(identity_id, as_text=True)
+    identity = service.get_identity(identity_id)
     if identity is None:
         abort(404, message=NOT_FOUND)
     return identity
@@ -225,18 +179,18 @@ def _identity_or_404(identity_id):
 @blp.doc(security=API_KEY)
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
-@blp.problem(400, "The body is not valid JSON or not UTF-8.")
-@blp.problem(401, **UNAUTHORIZED)
-@blp.problem(403, "A User key named another creator.")
-@blp.problem(
+@problem(400, "The body is not valid JSON or not UTF-8.")
+@problem(401, **UNAUTHORIZED)
+@problem(403, "A User key named another creator.")
+@problem(
     409,
     "The same content exists; identity_id names it and Location points at it.",
     example=problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
     headers={"Location": LOCATION},
 )
-@blp.problem(413, "The body is larger than the limit (64 KiB by default).")
-@blp.problem(415, "The body is not sent as application/json.")
-@blp.problem(
+@problem(413, "The body is larger than the limit (64 KiB by default).")
+@problem(415, "The body is not sent as application/json.")
+@problem(
     422,
     "Invalid or unknown fields, or a body that is not an object; errors names each field.",
     example=problem_body(
@@ -244,13 +198,13 @@ def _identity_or_404(identity_id):
         errors={"display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]},
     ),
 )
-@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@blp.problem(503, **UNAVAILABLE)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
 def create_identity(fields):
     """Create an off-chain Identity."""
     identity = service.create_identity(fields, current_caller())
     metrics.count_identity_created()
-    return identity, 201, {"Location": f"/identity/{identity.identity_id}"}
+    return identity, 201, {"Location": f"/identity/{identity['identity_id']}"}
 
 
 @blp.route("/healthz")
@@ -262,7 +216,7 @@ def healthz():
 
 @blp.route("/readyz")
 @blp.response(200, StatusSchema, example={"status": "ok"})
-@blp.problem(503, **UNAVAILABLE)
+@problem(503, **UNAVAILABLE)
 def readyz():
     """The database answers."""
     # A database that does not answer raises an OperationalError, which the error module makes a 503.
@@ -281,15 +235,15 @@ LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], 
 @blp.doc(security=API_KEY)
 @blp.arguments(identity_list_args_schema, location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, identity_page_schema, example=LIST_EXAMPLE)
-@blp.problem(
+@problem(
     400,
     "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names each parameter.",
     example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 100."]}),
 )
-@blp.problem(401, **UNAUTHORIZED)
-@blp.problem(403, "Removed identities are listed only to an Admin key.")
-@blp.problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@blp.problem(503, **UNAVAILABLE)
+@problem(401, **UNAUTHORIZED)
+@problem(403, "Removed identities are listed only to an Admin key.")
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
 def list_identities(args):
     """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default."""
     return browse.list_identities(args, current_caller())

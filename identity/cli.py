@@ -63,7 +63,7 @@ def rotate_key(key_id):
     """Replace a key: issue a new one for the same user and revoke KEY_ID (see `keys list`).
 
     The new key is printed once, alone on the last line. The old one is refused from the next
-    request on, by every worker: no worker caches keys.
+    request on: by this process at once, by every other worker within IDENTITY_KEY_CACHE_SECONDS.
     """
     try:
         key, api_key = service.rotate_key(key_id)

@@ -70,8 +70,10 @@ def settings_from_env(environ=None):
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
         "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
         "IDENTITY_LOG_LEVEL": _log_level(environ, "IDENTITY_LOG_LEVEL", "INFO"),
-        # Connections each worker process keeps open to a database server, and how many more it may open at a peak.
-        "IDENTITY_DB_POOL_SIZE": _int(environ, "IDENTITY_DB_POOL_SIZE", 5),
+        # Connections each worker process keeps open to the database, and how many more it may open at a
+        # peak. A request holds one at a time, so a process needs as many as it serves requests at once:
+        # its threads (GUNICORN_THREADS, which gunicorn.conf.py sets for the workers it starts).
+        "IDENTITY_DB_POOL_SIZE": _int(environ, "IDENTITY_DB_POOL_SIZE", max(5, _int(environ, "GUNICORN_THREADS", 1))),
         "IDENTITY_DB_MAX_OVERFLOW": _int(environ, "IDENTITY_DB_MAX_OVERFLOW", 10),
         # Seconds a request waits for a free pooled connection, then for the server to accept a new one:
         # both well under gunicorn's 30 s worker timeout, so a stuck database gives a 503, not a killed worker.
@@ -93,14 +95,18 @@ def settings_from_env(environ=None):
 
 def engine_options(config):
     """SQLAlchemy engine options for the configured database: pooling and timeouts for a server database."""
-    if make_url(config["SQLALCHEMY_DATABASE_URI"]).get_backend_name() == "sqlite":
-        # A file opens in microseconds and its waits are bounded by the busy timeout (see tune_sqlite).
-        return {}
+    url = make_url(config["SQLALCHEMY_DATABASE_URI"])
+    pool = {"pool_size": config["IDENTITY_DB_POOL_SIZE"], "max_overflow": config["IDENTITY_DB_MAX_OVERFLOW"]}
+    if url.get_backend_name() == "sqlite":
+        if url.database in (None, "", ":memory:"):
+            return {}  # one connection per thread, SQLAlchemy's own choice for a database in memory
+        # A file handle per request served at once, however many: there is no server whose
+        # connections could run out, and waits are bounded by the busy timeout (see tune_sqlite).
+        return {**pool, "max_overflow": -1}
     return {
+        **pool,
         # A connection the server dropped (a restart, a failover) is replaced before a request gets it.
         "pool_pre_ping": True,
-        "pool_size": config["IDENTITY_DB_POOL_SIZE"],
-        "max_overflow": config["IDENTITY_DB_MAX_OVERFLOW"],
         "pool_timeout": config["IDENTITY_DB_POOL_TIMEOUT"],
         # libpq otherwise waits on an unreachable host as long as the operating system does.
         "connect_args": {"connect_timeout": config["IDENTITY_DB_CONNECT_TIMEOUT"]},

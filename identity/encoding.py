@@ -1,34 +1,30 @@
 """JSON responses encoded by orjson: the same documents as the standard library's, several times faster."""
 
+import json
+
 import orjson
-from flask.json.provider import DefaultJSONProvider
-
-_OPTIONS = orjson.OPT_NON_STR_KEYS
+from flask.json.provider import DefaultJSONProvider, JSONProvider
 
 
-class OrjsonProvider(DefaultJSONProvider):
-    """Flask's JSON provider with orjson doing the encoding.
+class OrjsonProvider(JSONProvider):
+    """Flask's JSON provider interface (dumps and loads) implemented with orjson.
 
-    Keys keep their order (the contract's field order), and anything orjson refuses (an integer of
-    more than 64 bits, an unusual type) is encoded by Flask's own provider instead.
+    Keys keep their order (the contract's field order). What orjson refuses (an integer of more than
+    64 bits, a keyword argument such as indent) is encoded by the standard library instead; values of
+    other types (dates, decimals, UUIDs) are converted as Flask's default provider converts them.
     """
 
-    sort_keys = False
-
     def dumps(self, obj, **kwargs):
-        return self._encode(obj, **kwargs).decode()
-
-    def response(self, *args, **kwargs):
-        obj = self._prepare_response_obj(args, kwargs)
-        return self._app.response_class(self._encode(obj), mimetype=self.mimetype)
-
-    def _encode(self, obj, **kwargs):
         if not kwargs:
             try:
-                return orjson.dumps(obj, default=self.default, option=_OPTIONS)
-            except orjson.JSONEncodeError:
+                return orjson.dumps(obj, default=DefaultJSONProvider.default).decode()
+            except TypeError:  # orjson.JSONEncodeError is a TypeError
                 pass
-        return super().dumps(obj, **kwargs).encode()
+        kwargs.setdefault("default", DefaultJSONProvider.default)
+        return json.dumps(obj, **kwargs)
+
+    def loads(self, s, **kwargs):
+        return json.loads(s, **kwargs) if kwargs else orjson.loads(s)
 
 
 def init_app(app):

@@ -4,7 +4,6 @@ import logging
 
 import flask_smorest
 from flask import current_app, json
-from flask_smorest.utils import prepare_response
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.http import HTTP_STATUS_CODES
@@ -107,18 +106,25 @@ def _flatten_messages(messages):
 
 
 class ProblemApi(flask_smorest.Api):
-    """flask-smorest's Api, answering every HTTP error as problem details, and documenting them so."""
+    """flask-smorest's Api, answering every HTTP error as problem details, and documenting them so.
 
-    def _register_responses(self):
-        # flask-smorest's own error responses use its Error schema as application/json; every operation's
-        # "default" response is this one instead: an unknown path (404), a wrong method (405), a failure (500).
-        response = {"description": "Any other error: 404 unknown path, 405 wrong method (with Allow), 500.",
-                    "schema": ProblemSchema}
-        prepare_response(response, self.spec, PROBLEM_MIMETYPE)
-        self.spec.components.response(self.DEFAULT_ERROR_RESPONSE_NAME, response, lazy=True)
+    Through its documented hooks: ERROR_SCHEMA documents the error body, DEFAULT_ERROR_RESPONSE_NAME
+    names the response every operation gets as "default" (registered by register_default_problem),
+    and handle_http_exception shapes the body.
+    """
 
-    def _register_pagination_header(self):
-        pass  # nothing here is paginated; without this, an unused schema would sit in the document
+    ERROR_SCHEMA = ProblemSchema
+    DEFAULT_ERROR_RESPONSE_NAME = "PROBLEM"
+
+    def register_default_problem(self):
+        """The "default" response of every operation: an unknown path (404), a wrong method (405), a failure (500)."""
+        self.spec.components.response(
+            self.DEFAULT_ERROR_RESPONSE_NAME,
+            {
+                "description": "Any other error: 404 unknown path, 405 wrong method (with Allow), 500.",
+                "content": {PROBLEM_MIMETYPE: {"schema": ProblemSchema}},
+            },
+        )
 
     def handle_http_exception(self, error):
         status = error.code or 500

@@ -6,14 +6,12 @@ budget, and the budget is named by the key's id, never by the key itself.
 
 `limits` does the counting (fixed windows, in memory or in a shared storage such as Redis); this
 module is the Flask side of it, and only what the service needs: two budgets, named by key id,
-headers on every limited response, and a 429 as problem details. (Flask-Limiter did this job first;
-its general machinery for per-request limit resolution, exemptions and callbacks was a quarter of a
-read's time, see the Performance section of the README.)
+headers on every limited response, a 429 as problem details, and counting on in the process while
+a shared storage does not answer.
 """
 
 import logging
 import math
-import threading
 import time
 from functools import wraps
 
@@ -21,6 +19,7 @@ from flask import current_app, g
 from limits import parse_many
 from limits.errors import StorageError
 from limits.storage import MemoryStorage, storage_from_string
+from limits.strategies import FixedWindowRateLimiter
 from werkzeug.exceptions import TooManyRequests
 
 from .auth import current_caller
@@ -31,34 +30,6 @@ KEY_PREFIX = "identity"
 # While the shared storage fails, counts are kept in the process; it is tried again after this many
 # seconds, doubled after each further failure up to the last figure.
 RETRY_SHARED_SECONDS = (1, 60)
-# Counter names are kept for this many (budget, key) pairs, then made afresh.
-MAX_NAMED_KEYS = 10_000
-
-
-class SweepingMemoryStorage(MemoryStorage):
-    """limits' in-memory storage, freeing expired counters at most once a second.
-
-    The base class starts a new timer thread 10 ms after its last sweep whenever a counter moves:
-    under steady load, a hundred thread starts a second, each of which the request that starts it
-    waits for. Sweeping only frees memory: a counter whose window has ended is dropped when it is
-    next read, so the counts are the same either way.
-    """
-
-    SWEEP_SECONDS = 1.0
-
-    def __init__(self, uri=None, **options):
-        self._next_sweep = 0.0
-        super().__init__(uri, **options)  # which starts a first, 10 ms timer
-
-    # The base class's (name-mangled) hook, called on every change of a counter.
-    def _MemoryStorage__schedule_expiry(self):
-        now = time.monotonic()
-        if now < self._next_sweep or self.timer.is_alive():
-            return
-        self._next_sweep = now + self.SWEEP_SECONDS
-        self.timer = threading.Timer(self.SWEEP_SECONDS, self._MemoryStorage__expire_events)
-        self.timer.daemon = True
-        self.timer.start()
 
 
 class Window:
@@ -94,12 +65,14 @@ class RateLimits:
             "read": sorted(parse_many(config["IDENTITY_RATELIMIT_READ"])),
             "create": sorted(parse_many(config["IDENTITY_RATELIMIT_CREATE"])),
         }
-        self.local = SweepingMemoryStorage()
+        self.local = FixedWindowRateLimiter(MemoryStorage())
         uri = config["IDENTITY_RATELIMIT_STORAGE"]
-        self.shared = None if uri.startswith("memory://") else storage_from_string(uri, wrap_exceptions=True)
+        self.shared = (
+            None if uri.startswith("memory://")
+            else FixedWindowRateLimiter(storage_from_string(uri, wrap_exceptions=True))
+        )
         self._shared_failures = 0
         self._retry_shared_at = 0.0
-        self._names = {}
 
     def spend(self, budget, key_id):
         """Count one request of `key_id` against `budget` ("read" or "create")."""
@@ -117,28 +90,15 @@ class RateLimits:
         # limit beats refusing every request.
         return self._spend(self.local, budget, key_id)
 
-    def _spend(self, storage, budget, key_id):
-        # limits' fixed window, as FixedWindowRateLimiter.hit does it (count up, compare), keeping the
-        # count that incr returns instead of reading it again for the headers.
-        items = self._counters(budget, key_id)
-        for item, key in items:
-            count = storage.incr(key, item.get_expiry())
-            if count > item.amount:
-                return Window(False, item.amount, 0, storage.get_expiry(key))
-            if item is items[0][0]:
-                # Within every limit, the headers describe the one of the smallest window.
-                shown = Window(True, item.amount, item.amount - count, storage.get_expiry(key))
-        return shown
-
-    def _counters(self, budget, key_id):
-        """[(limit, counter name)] of a key's budget: the names are made once per key and budget."""
-        counters = self._names.get((budget, key_id))
-        if counters is None:
-            counters = [(item, item.key_for(KEY_PREFIX, key_id, budget)) for item in self.budgets[budget]]
-            if len(self._names) >= MAX_NAMED_KEYS:
-                self._names.clear()
-            self._names[(budget, key_id)] = counters
-        return counters
+    def _spend(self, limiter, budget, key_id):
+        limits = self.budgets[budget]
+        for item in limits:
+            if not limiter.hit(item, KEY_PREFIX, key_id, budget):
+                stats = limiter.get_window_stats(item, KEY_PREFIX, key_id, budget)
+                return Window(False, item.amount, 0, stats.reset_time)
+        # Within every limit, the headers describe the one of the smallest window.
+        stats = limiter.get_window_stats(limits[0], KEY_PREFIX, key_id, budget)
+        return Window(True, limits[0].amount, stats.remaining, stats.reset_time)
 
     def _shared_failed(self, error):
         delay = min(RETRY_SHARED_SECONDS[0] * 2**self._shared_failures, RETRY_SHARED_SECONDS[1])
@@ -159,13 +119,12 @@ def _budget(setting, budget, what):
     def decorate(view):
         @wraps(view)
         def limited(*args, **kwargs):
-            app = current_app._get_current_object()
-            window = rate_limits(app).spend(budget, current_caller().key_id)
+            window = rate_limits(current_app).spend(budget, current_caller().key_id)
             # Every response to this request carries the headers, errors included: see send_headers.
-            g._get_current_object().rate_limit_window = window
+            g.rate_limit_window = window
             if not window.allowed:
                 raise TooManyRequests(
-                    f"Too many {what} with this API key: the limit is {app.config[setting]}. "
+                    f"Too many {what} with this API key: the limit is {current_app.config[setting]}. "
                     "Retry after the number of seconds in Retry-After."
                 )
             return view(*args, **kwargs)
@@ -180,7 +139,7 @@ creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
 
 
 def send_headers(response):
-    window = g._get_current_object().get("rate_limit_window")
+    window = g.get("rate_limit_window")
     if window is not None:
         window.add_headers(response.headers)  # none of them is set before
     return response

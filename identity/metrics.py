@@ -7,11 +7,12 @@ the process's own registry is served.
 """
 
 import os
-import time
 
 from flask import request
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.exposition import choose_encoder
+
+from .logs import elapsed_seconds
 
 # Routes are URL rules, never raw paths: one label value per route, however many ids are asked for.
 UNMATCHED = "<unmatched>"
@@ -35,17 +36,16 @@ _children = {}
 
 
 def observe(response):
-    current = request._get_current_object()
-    route = current.url_rule.rule if current.url_rule else UNMATCHED
-    labels = (route, current.method, response.status_code)
+    route = request.url_rule.rule if request.url_rule else UNMATCHED
+    labels = (route, request.method, response.status_code)
     children = _children.get(labels)
     if children is None:
         children = _children[labels] = (
-            REQUESTS.labels(route, current.method, str(response.status_code)),
-            LATENCY.labels(route, current.method),
+            REQUESTS.labels(route, request.method, str(response.status_code)),
+            LATENCY.labels(route, request.method),
         )
     children[0].inc()
-    children[1].observe(time.perf_counter() - current.started)
+    children[1].observe(elapsed_seconds())
     return response
 
 

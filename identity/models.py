@@ -32,11 +32,7 @@ class UInt256(types.TypeDecorator):
         return str(value) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value, dialect):
-        return self.from_driver(value)
-
-    @staticmethod
-    def from_driver(value):
-        """The int of what a driver returns: a decimal string on SQLite, a Decimal on PostgreSQL."""
+        # A decimal string on SQLite, a Decimal on PostgreSQL.
         return None if value is None else int(value)
 
 
@@ -54,71 +50,10 @@ class UTCDateTime(types.TypeDecorator):
         return value
 
     def process_result_value(self, value, dialect):
-        return self.from_driver(value)
-
-    @staticmethod
-    def from_driver(value):
-        """An aware UTC datetime from what a driver returns: text on SQLite, a datetime elsewhere."""
         if value is None:
             return None
-        if isinstance(value, str):
-            try:
-                # SQLite's text is naive UTC; read with its offset appended, it comes back aware at
-                # once (replace(tzinfo=...) would cost six times as much as the parse).
-                return datetime.fromisoformat(value + "+00:00")
-            except ValueError:
-                value = datetime.fromisoformat(value)
+        # SQLite keeps naive UTC text, which its dialect reads as a naive datetime.
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class UInt256Text(UInt256):
-    """UInt256 read as the responses write it: its decimal text (see UTCDateTimeText)."""
-
-    cache_ok = True
-
-    @staticmethod
-    def from_driver(value):
-        return None if value is None else str(int(value))
-
-
-def timestamp_text(value):
-    """A datetime (naive ones are UTC) as the API writes it: 2026-11-21T09:30:00.123456Z.
-
-    isoformat is several times faster than strftime, and always writes the year in four digits, as
-    RFC 3339 wants.
-    """
-    if value is None:
-        return None
-    if value.tzinfo is not None and value.tzinfo is not UTC:
-        value = value.astimezone(UTC)
-    text = value.isoformat()  # without timespec=, whose keyword costs more than this fix-up
-    if value.tzinfo is not None:
-        text = text[:-6]  # "+00:00"
-    return text + "Z" if value.microsecond else text + ".000000Z"
-
-
-class UTCDateTimeText(UTCDateTime):
-    """UTCDateTime read as the responses write it: 2026-11-21T09:30:00.123456Z (timestamp_text).
-
-    For a response built straight from a row. SQLite keeps a timestamp as text in nearly that form
-    already; parsing it into a datetime only to format it back cost a tenth of a GET. Any other
-    text, and a server database's datetimes, take the long way.
-    """
-
-    cache_ok = True
-
-    @staticmethod
-    def from_driver(value):
-        # The form SQLAlchemy's SQLite dialect writes a datetime in (UTC here, see UTCDateTime):
-        # 2026-11-21 09:30:00.123456, always 26 characters with the fraction. Its shape is checked,
-        # not each digit: a regular expression cost more than all the rest of reading the value.
-        if value.__class__ is str and len(value) == 26 and value[10] == " " and value[19] == ".":
-            return value.replace(" ", "T") + "Z"
-        return timestamp_text(UTCDateTime.from_driver(value))
-
-
-# The types above, by the type each reads the column of as text.
-AS_TEXT = {UInt256: UInt256Text, UTCDateTime: UTCDateTimeText}
 
 
 def utcnow():

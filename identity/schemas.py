@@ -2,12 +2,12 @@
 
 import functools
 import re
+from datetime import UTC
 from urllib.parse import urlsplit
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from . import content
-from .models import timestamp_text
 from .wallets import checksum_wallet
 
 BIGINT_PATTERN = r"^(0|[1-9][0-9]{0,77})$"
@@ -165,7 +165,9 @@ class Timestamp(fields.DateTime):
     """RFC 3339 in UTC with microseconds and a Z: 2026-11-21T09:30:00.123456Z."""
 
     def _serialize(self, value, attr, obj, **kwargs):
-        return _timestamp(value)
+        if value is None:
+            return None
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 class IdentityCreateSchema(Schema):
@@ -240,13 +242,6 @@ class UserSchema(Schema):
 class IdentitySchema(Schema):
     """Every key is always present, null where a value is absent."""
 
-    def dump(self, obj, *, many=None):
-        # marshmallow's generic dump visits every field object for every value, on every response;
-        # this shape is fixed, so identity_json builds the same dict directly. The generic dump
-        # stays the reference: tests/test_schemas.py checks that the two agree.
-        many = self.many if many is None else many
-        return [identity_json(item) for item in obj] if many else identity_json(obj)
-
     id = fields.String(required=True, metadata={"format": "uuid", "description": "Opaque internal identifier."})
     identity_id = fields.String(
         required=True,
@@ -274,55 +269,6 @@ class IdentitySchema(Schema):
     isUser = fields.Boolean(attribute="is_user", required=True)
     user_conviction = BigInt(required=True)
     user_conviction_value = BigInt(required=True)
-
-
-def _timestamp(value):
-    """A datetime as the API writes it; a timestamp read as text (models.UTCDateTimeText) is that already."""
-    return value if value.__class__ is str else timestamp_text(value)
-
-
-def _bigint(value):
-    return None if value is None else str(value)
-
-
-def user_json(user):
-    """What UserSchema dumps, built directly."""
-    return {
-        "id": user.id,
-        "created_at": _timestamp(user.created_at),
-        "updated_at": _timestamp(user.updated_at),
-        "last_login": _timestamp(user.last_login),
-        "api_key": "",
-        "wallet": user.wallet,
-        "role": user.role,
-    }
-
-
-def identity_json(identity):
-    """What IdentitySchema's fields dump, built directly: the body of every identity response."""
-    return {
-        "id": identity.id,
-        "identity_id": identity.identity_id,
-        "identity_hash": identity.identity_hash,
-        "vault_id": _bigint(identity.vault_id),
-        "display_name": identity.display_name,
-        "description": identity.description,
-        "image": identity.image,
-        "corpora_id": identity.corpora_id,
-        "semantic": identity.semantic,
-        "external_reference": identity.external_reference,
-        "creator": user_json(identity.creator),
-        "created_at": _timestamp(identity.created_at),
-        "updated_at": _timestamp(identity.updated_at),
-        "num_positions": identity.num_positions,
-        "assets_sum": _bigint(identity.assets_sum),
-        "conviction_sum": _bigint(identity.conviction_sum),
-        "conviction_price": _bigint(identity.conviction_price),
-        "status": identity.status,
-        "isUser": identity.is_user,
-        "user_conviction": _bigint(identity.user_conviction),
-        "user_conviction_value": _bigint(identity.user_conviction_value),
-    }
 
 
 class IdentityContentSchema(Schema):

@@ -1,126 +1,62 @@
 """The service's operations, shared by the HTTP views, the CLI and the Python API."""
 
-from dataclasses import dataclass, fields
-from datetime import datetime
-
 from flask import current_app
-from sqlalchemy import bindparam, insert, select, type_coerce, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from . import content
-from .auth import forget_keys, new_api_key
+from .auth import forget_keys
 from .errors import Forbidden, IdentityExists
-from .extensions import CoreTransaction, db, fetch_one, raw_write, write_transaction
-from .models import AS_TEXT, OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
+from .extensions import db, write_transaction
+from .keys import new_api_key
+from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
 from .wallets import checksum_wallet
 
 ROLES = ("User", "Admin")
 
-
-@dataclass(slots=True)
-class UserRecord:
-    """A user as the responses show it. (Read with as_text=True, its timestamps are text: see get_identity.)"""
-
-    id: str
-    wallet: str
-    role: str
-    created_at: datetime
-    updated_at: datetime
-    last_login: datetime | None
-
-
-@dataclass(slots=True)
-class IdentityRecord:
-    """An identity as the responses show it, with its creator.
-
-    Read with as_text=True (see get_identity), its timestamps and amounts are the text the responses write.
-    """
-
-    id: str
-    identity_id: str
-    content_id: str
-    identity_hash: str
-    vault_id: int
-    display_name: str
-    description: str | None
-    image: str | None
-    external_reference: str | None
-    corpora_id: str | None
-    semantic: str | None
-    creator_id: str
-    created_at: datetime
-    updated_at: datetime
-    num_positions: int
-    assets_sum: int
-    conviction_sum: int
-    conviction_price: int
-    status: str
-    is_user: bool
-    user_conviction: int
-    user_conviction_value: int
-    creator: UserRecord
+IDENTITIES = Identity.__table__
+USERS = User.__table__
+# The creator's columns ride along with the identity's under this prefix (see identity_record).
+_CREATOR = "creator__"
+# An identity and its creator in one statement: add a where clause, an order, a limit.
+IDENTITIES_WITH_CREATOR = select(IDENTITIES, *(column.label(_CREATOR + column.key) for column in USERS.c)).join_from(
+    IDENTITIES, USERS, IDENTITIES.c.creator_id == USERS.c.id
+)
+_IDENTITY_BY_ID = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id == bindparam("identity_id"))
+_IDENTITY_OF_CONTENT = select(IDENTITIES.c.identity_id).where(IDENTITIES.c.content_id == bindparam("content_id"))
+_USER_OF_WALLET = select(USERS).where(USERS.c.wallet == bindparam("wallet"))
 
 
-# The statements of the hot paths, built once, with their columns in the order of the records'
-# fields, so that a row is a record's positional arguments. They run straight on pooled DBAPI
-# connections (see fetch_one and raw_write): an identity is read or written in one statement each,
-# and SQLAlchemy's per-execution machinery would only add cost around it.
-_IDENTITIES = Identity.__table__
-_USERS = User.__table__
-_USER_FIELDS = [field.name for field in fields(UserRecord)]
-_IDENTITY_FIELDS = [field.name for field in fields(IdentityRecord) if field.name != "creator"]
+def identity_record(row):
+    """A row of IDENTITIES_WITH_CREATOR as the mapping the Identity schema dumps: the identity's
+    columns, and its creator's under "creator"."""
+    record, creator = {}, {}
+    for name, value in row._asdict().items():
+        if name.startswith(_CREATOR):
+            creator[name.removeprefix(_CREATOR)] = value
+        else:
+            record[name] = value
+    record["creator"] = creator
+    return record
 
 
-def _identity_with_creator(read=lambda column: column):
-    return (
-        select(*(read(_IDENTITIES.c[name]) for name in _IDENTITY_FIELDS), *(read(_USERS.c[name]) for name in _USER_FIELDS))
-        .join_from(_IDENTITIES, _USERS, _IDENTITIES.c.creator_id == _USERS.c.id)
-        .where(_IDENTITIES.c.identity_id == bindparam("identity_id"))
-    )
-
-
-def _as_text(column):
-    """The column read as the responses write it, if its type has such a reading (models.AS_TEXT).
-    The SQL is the same: type_coerce changes only how the driver's value is read."""
-    text_type = AS_TEXT.get(type(column.type))
-    return column if text_type is None else type_coerce(column, text_type)
-
-
-_IDENTITY_WITH_CREATOR = _identity_with_creator()
-_IDENTITY_WITH_CREATOR_AS_TEXT = _identity_with_creator(_as_text)
-_IDENTITY_OF_CONTENT = select(_IDENTITIES.c.identity_id).where(_IDENTITIES.c.content_id == bindparam("content_id"))
-_USER_OF_WALLET = select(*(_USERS.c[name] for name in _USER_FIELDS)).where(_USERS.c.wallet == bindparam("wallet"))
-_INSERT_IDENTITY = insert(_IDENTITIES)
-_INSERT_USER = insert(_USERS)
-
-
-def get_identity(identity_id, *, as_text=False):
-    """The Identity with this identity_id (an IdentityRecord), or None.
-
-    as_text=True reads its timestamps and amounts as the text the responses write (see
-    models.UTCDateTimeText): a record for a response, which schemas.identity_json passes through.
-    """
+def get_identity(identity_id):
+    """The Identity with this identity_id (see identity_record), or None."""
     if not content.has_identity_id_form(identity_id):
         # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
         return None
-    # The hottest read of the service: one indexed SELECT, run on a pooled DBAPI connection.
-    statement = _IDENTITY_WITH_CREATOR_AS_TEXT if as_text else _IDENTITY_WITH_CREATOR
-    row = fetch_one(statement, {"identity_id": identity_id})
-    if row is None:
-        return None
-    split = len(_IDENTITY_FIELDS)
-    return IdentityRecord(*row[:split], UserRecord(*row[split:]))
+    row = db.session.execute(_IDENTITY_BY_ID, {"identity_id": identity_id}).one_or_none()
+    return None if row is None else identity_record(row)
 
 
 def canonical_content(identity):
     """The canonical bytes of an identity's content: exactly the bytes its content_id hashes."""
     # Stored values are already normalized; content_of leaves them as they are and drops the nulls.
-    fields = {name: getattr(identity, name) for name in content.CONTENT_FIELDS}
-    return content.canonical_bytes(content.content_of(fields))
+    return content.canonical_bytes(content.content_of(identity))
 
 
 def create_identity(fields, caller):
-    """Create an off-chain Identity from validated `fields` on behalf of `caller`; returns its IdentityRecord.
+    """Create an off-chain Identity from validated `fields` on behalf of `caller`; returns it (see identity_record).
 
     Raises Forbidden when a User key names another creator, IdentityExists for known content.
     """
@@ -140,43 +76,41 @@ def create_identity(fields, caller):
         "updated_at": now,
     }
     try:
-        with raw_write() as transaction:
-            _refuse_known_content(transaction.first, address.content_id)
-            user = _user_of_wallet(transaction, creator, "User")
-            transaction.execute(_INSERT_IDENTITY, {**values, "creator_id": user.id})
+        with write_transaction() as session:
+            _refuse_known_content(session, address.content_id)
+            user = _user_of_wallet(session, creator, "User")
+            values["creator_id"] = user["id"]
+            session.execute(IDENTITIES.insert(), values)
     except IntegrityError:
         # Another writer stored the same content between our check and our insert.
-        _refuse_known_content(fetch_one, address.content_id)
+        _refuse_known_content(db.session, address.content_id)
         raise
-    return IdentityRecord(**values, creator_id=user.id, creator=user)
+    return {**values, "creator": user}
 
 
-def _user_of_wallet(transaction, wallet, role):
-    """The user of `wallet` (a UserRecord); a wallet the service has not seen becomes a user with `role`.
-
-    `transaction` is a RawTransaction or a CoreTransaction.
-    """
-    row = transaction.first(_USER_OF_WALLET, {"wallet": wallet})
+def _user_of_wallet(session, wallet, role):
+    """The user of `wallet` (a mapping of its columns); a wallet the service has not seen becomes a user with `role`."""
+    row = session.execute(_USER_OF_WALLET, {"wallet": wallet}).one_or_none()
     if row is not None:
-        return UserRecord(*row)
+        return row._asdict()
     now = utcnow()
-    user = UserRecord(id=new_id(), wallet=wallet, role=role, created_at=now, updated_at=now, last_login=None)
+    user = {"id": new_id(), "wallet": wallet, "role": role, "created_at": now, "updated_at": now, "last_login": None}
     try:
         # A savepoint, so that losing the race below does not undo the rest of the caller's transaction.
-        with transaction.savepoint():
-            transaction.execute(_INSERT_USER, {name: getattr(user, name) for name in _USER_FIELDS})
+        with session.begin_nested():
+            session.execute(USERS.insert(), user)
     except IntegrityError:
         # Another node created this wallet's user since our read (SQLite's write lock rules that out,
         # PostgreSQL's READ COMMITTED does not); that user is committed now, and this read sees it.
-        user = UserRecord(*transaction.first(_USER_OF_WALLET, {"wallet": wallet}))
+        user = session.execute(_USER_OF_WALLET, {"wallet": wallet}).one()._asdict()
     return user
 
 
-def _refuse_known_content(first, content_id):
-    """Raise IdentityExists if an identity holds this content; `first` runs the query (fetch_one's signature)."""
-    existing = first(_IDENTITY_OF_CONTENT, {"content_id": content_id})
+def _refuse_known_content(session, content_id):
+    """Raise IdentityExists if an identity holds this content."""
+    existing = session.execute(_IDENTITY_OF_CONTENT, {"content_id": content_id}).scalar_one_or_none()
     if existing is not None:
-        raise IdentityExists(existing[0])
+        raise IdentityExists(existing)
 
 
 def issue_key(wallet, role=None):
@@ -188,10 +122,10 @@ def issue_key(wallet, role=None):
         raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
     wallet = checksum_wallet(wallet)
     with write_transaction() as session:
-        user = _user_of_wallet(CoreTransaction(session.connection()), wallet, role or "User")
-        if role is not None and user.role != role:
-            session.execute(update(User).where(User.id == user.id).values(role=role, updated_at=utcnow()))
-        key, api_key = _add_key(session, user.id)
+        user = _user_of_wallet(session, wallet, role or "User")
+        if role is not None and user["role"] != role:
+            session.execute(update(User).where(User.id == user["id"]).values(role=role, updated_at=utcnow()))
+        key, api_key = _add_key(session, user["id"])
     return key, api_key
 
 

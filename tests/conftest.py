@@ -1,6 +1,7 @@
 """Fixtures. Every test that touches the database runs twice: on SQLite, and on the PostgreSQL server
 that IDENTITY_TEST_POSTGRES_URL names (`.ci/postgres` starts one); without it that half is left out."""
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -85,6 +86,11 @@ def make_app(database_url, **config):
     return create_app({"DATABASE_URL": database_url, "TESTING": True, **UNLIMITED, **config})
 
 
+def without_last_login(identity):
+    """An Identity object with its creator's last_login blanked: the one field a later read may move."""
+    return {**identity, "creator": {**identity["creator"], "last_login": None}}
+
+
 def migrate(database_url):
     app = make_app(database_url)
     with app.app_context():
@@ -161,6 +167,23 @@ def app_config():
 @pytest.fixture
 def app(database_url, app_config):
     app = make_app(database_url, **app_config)
+    yield app
+    with app.app_context():
+        db.engine.dispose()
+
+
+@pytest.fixture
+def failing_app(database_url, app_config):
+    """An app (with `app_config`) that serves the real routes in production mode, plus `GET /boom`, which logs a
+    warning on `identity.boom` and then raises an error whose text names internals: the service's answer is a
+    500 problem that must not show it."""
+    app = make_app(database_url, **app_config, TESTING=False)
+
+    @app.route("/boom")
+    def boom():
+        logging.getLogger("identity.boom").warning("about to fail")
+        raise RuntimeError("secret internals: SELECT * FROM api_keys")
+
     yield app
     with app.app_context():
         db.engine.dispose()

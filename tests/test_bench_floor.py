@@ -7,7 +7,7 @@ import pytest
 from werkzeug.test import Client
 
 from bench.floor import Floor
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, without_last_login
 
 FULL_BODY = {
     "display_name": "  Ada Lovelace ",
@@ -29,10 +29,6 @@ def shape(value):
     if isinstance(value, dict):
         return [(key, shape(item)) for key, item in value.items()]
     return type(value).__name__
-
-
-def without_last_login(identity):
-    return {**identity, "creator": {**identity["creator"], "last_login": None}}
 
 
 @pytest.mark.parametrize("body", [{"display_name": "Short"}, FULL_BODY], ids=["name only", "every field"])

@@ -8,7 +8,7 @@ from sqlalchemy import update
 
 from identity.extensions import db
 from identity.models import User
-from tests.conftest import USER_WALLET, make_app
+from tests.conftest import USER_WALLET
 
 
 @pytest.fixture
@@ -86,17 +86,7 @@ def test_a_304_needs_a_valid_key_first(client, user_key, identity_id):
     assert get(client, "idsk_" + "A" * 43, identity_id, **{"If-None-Match": etag}).status_code == 401
 
 
-@pytest.fixture
-def failing_app(database_path):
-    app = make_app(database_path, TESTING=False, IDENTITY_RATELIMIT_CREATE="4/minute")
-
-    @app.route("/boom")
-    def boom():
-        raise RuntimeError("boom")
-
-    return app
-
-
+@pytest.mark.parametrize("app_config", [{"IDENTITY_RATELIMIT_CREATE": "4/minute"}])  # the fifth create is a 429
 def test_every_response_says_nosniff_and_carries_a_request_id(failing_app, issue_key):
     key = issue_key(USER_WALLET)
     client = failing_app.test_client()

@@ -35,17 +35,6 @@ def test_wrong_method_is_405_with_allow(client, method, path, allowed):
     assert {m.strip() for m in response.headers["Allow"].split(",")} == allowed
 
 
-@pytest.fixture
-def failing_app(database_url):
-    app = make_app(database_url, TESTING=False)
-
-    @app.route("/boom")
-    def boom():
-        raise RuntimeError("secret internals: SELECT * FROM api_keys")
-
-    return app
-
-
 def test_unexpected_failure_is_500_problem_with_request_id_only(failing_app):
     response = failing_app.test_client().get("/boom", headers={"X-Request-ID": "trace-me-123"})
     assert response.status_code == 500

@@ -112,7 +112,7 @@ def test_budgets_are_named_by_key_id_never_by_the_key(app, client, user_key):
     reads(client, user_key, 1)
     with app.app_context():
         key_id = db.session.execute(select(ApiKey.id)).scalar_one()
-    names = list(rate_limits(app).local.storage)  # the in-memory storage: counter name -> count
+    names = list(rate_limits(app).local.storage.storage)  # the limiter's in-memory storage: counter name -> count
     assert len(names) == 2
     assert all(key_id in name and user_key not in name for name in names)
 
@@ -217,35 +217,6 @@ def test_limited_error_responses_carry_the_headers_too(client, user_key):
     assert (missing.status_code, invalid.status_code) == (404, 422)
     assert missing.headers["X-RateLimit-Remaining"] == "2"  # reads: 3/minute
     assert invalid.headers["X-RateLimit-Remaining"] == "4"  # creates: 5/minute
-
-
-def test_the_in_memory_storage_sweeps_without_a_thread_per_change():
-    """limits' own in-memory storage starts a timer thread 10 ms after each sweep whenever a counter
-    moves; this one keeps at most one sweep a second, and its windows still end on time."""
-    from limits import parse
-    from limits.strategies import FixedWindowRateLimiter
-
-    from identity.limits import SweepingMemoryStorage
-
-    storage = SweepingMemoryStorage()
-    limiter = FixedWindowRateLimiter(storage)
-    item = parse("1000000/second")
-    timers = set()
-    started = time.monotonic()
-    while time.monotonic() - started < 0.5:
-        assert limiter.hit(item, "k")
-        timers.add(id(storage.timer))
-    assert len(timers) <= 2  # the first one the constructor starts, and at most one sweep since
-    short = parse("2/second")
-    assert [limiter.hit(short, "s") for _ in range(3)] == [True, True, False]
-    time.sleep(1.1)
-    assert limiter.hit(short, "s")  # the window ended, whether or not a sweep ran
-    deadline = time.monotonic() + 5
-    while storage.storage and time.monotonic() < deadline:  # the sweep frees the ended windows
-        time.sleep(0.1)
-        limiter.hit(parse("1/day"), "nudge")  # a change of a counter schedules the sweep
-        storage.clear(parse("1/day").key_for("nudge"))
-    assert not storage.storage
 
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed (.ci/redis installs it)")

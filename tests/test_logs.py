@@ -11,7 +11,7 @@ from sqlalchemy import select
 from identity import logs
 from identity.extensions import db
 from identity.models import ApiKey
-from tests.conftest import USER_WALLET, make_app
+from tests.conftest import USER_WALLET
 from tests.live import LiveServer
 
 
@@ -67,18 +67,6 @@ def test_log_lines_are_json_with_time_level_logger_message(client, json_lines):
     assert {"time", "level", "logger", "message", "request_id", "method", "route", "status", "duration_ms", "key_id"} <= set(line)
     assert line["level"] == "INFO" and line["request_id"] == "health-1" and line["route"] == "/healthz"
     assert line["time"].endswith("+00:00")
-
-
-@pytest.fixture
-def failing_app(database_path):
-    app = make_app(database_path, TESTING=False)
-
-    @app.route("/boom")
-    def boom():
-        logging.getLogger("identity.boom").warning("about to fail")
-        raise RuntimeError("boom")
-
-    return app
 
 
 def test_every_line_of_a_failing_request_carries_its_request_id(failing_app, json_lines):
@@ -151,33 +139,3 @@ def test_gunicorn_writes_json_lines_and_never_an_api_key(database_path, issue_ke
     key_ids = {line["key_id"] for line in access if line["status"] != 401 and line["route"] not in ("/healthz", "/readyz")}
     assert len(key_ids) == 1 and None not in key_ids
     assert all(len(line["request_id"]) == 32 for line in access)
-
-
-@pytest.mark.parametrize("extra", [
-    {"method": "GET", "route": "/identity/<identity_id>", "status": 200, "duration_ms": 1.234,
-     "request_id": "abc", "key_id": "5f0c6f2e-0000-4000-8000-000000000000"},
-    {"method": "DELETE", "route": None, "status": 405, "duration_ms": 0.5, "request_id": "r-\u00e9\"\\", "key_id": None},
-])
-@pytest.mark.parametrize("created", [1795264668.738487, 1795264668.0])
-@pytest.mark.parametrize("made", [False, True], ids=["with arguments", "message made"])
-def test_the_access_formatter_writes_what_the_generic_json_formatter_writes(extra, created, made):
-    message, args = "%s %s %s", (extra["method"], extra["route"], extra["status"])
-    if made:  # as log_access logs it
-        message, args = message % args, ()
-    record = logging.getLogger("identity.access").makeRecord(
-        "identity.access", logging.INFO, __file__, 1, message, args, None, extra=extra
-    )
-    record.created = created
-    assert logs.AccessFormatter().format(record) == logs.json_formatter().format(record)
-
-
-def test_the_access_formatter_leaves_unusual_records_to_the_generic_one():
-    try:
-        raise ValueError("boom")
-    except ValueError:
-        record = logging.getLogger("identity.access").makeRecord(
-            "identity.access", logging.ERROR, __file__, 1, "failed", (), __import__("sys").exc_info(),
-            extra={"request_id": "x"},
-        )
-    line = json.loads(logs.AccessFormatter().format(record))
-    assert "ValueError: boom" in line["exc_info"] and line["request_id"] == "x"

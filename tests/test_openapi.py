@@ -86,8 +86,10 @@ def test_every_status_the_contract_gives_is_documented_errors_as_problem_details
 
 
 def test_default_response_is_problem_details_for_404_405_and_500(document):
-    default = document["components"]["responses"]["DEFAULT_ERROR"]
-    assert list(default["content"]) == [PROBLEM]
+    for path_item in document["paths"].values():
+        for operation in (item for item in path_item.values() if isinstance(item, dict)):
+            default = resolve(document, operation["responses"]["default"])
+            assert list(default["content"]) == [PROBLEM]
     problem = document["components"]["schemas"]["Problem"]
     assert set(problem["required"]) == {"type", "title", "status", "detail"}
 

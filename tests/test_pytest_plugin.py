@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [ROOT / "examples" / "test_with_identity_fixtures.py", ROOT / "examples" / "test_seeding_and_settings.py"]
-README_SECTION = "## Using it in your tests"
+EMBEDDING_PAGE = ROOT / "docs" / "embedding.md"
 
 
 # An outside project has no hypothesis; its plugin, installed for this suite, costs seconds a run.
@@ -189,15 +189,12 @@ def test_plugin_can_be_turned_off(pytester):
     result.stdout.fnmatch_lines(["*fixture 'identity_app' not found*"])
 
 
-def test_readme_examples_run_as_an_outside_project(pytester):
+def test_the_documented_examples_run_as_an_outside_project(pytester):
     for example in EXAMPLES:
         (pytester.path / example.name).write_text(example.read_text())
     run_fresh(pytester).assert_outcomes(passed=5)
 
 
-def test_readme_shows_the_examples_exactly():
-    readme = ROOT / "README.md"
-    section = readme.read_text().split(README_SECTION, 1)[1]
-    section = re.split(r"^## ", section, flags=re.MULTILINE)[0]
-    blocks = re.findall(r"^```python\n(.*?)^```$", section, flags=re.MULTILINE | re.DOTALL)
+def test_the_embedding_page_shows_the_examples_exactly():
+    blocks = re.findall(r"^```python\n(.*?)^```$", EMBEDDING_PAGE.read_text(), flags=re.MULTILINE | re.DOTALL)
     assert blocks == [example.read_text() for example in EXAMPLES]

@@ -15,6 +15,7 @@ import requests
 from sqlalchemy.engine import make_url
 
 from tests import postgres
+from tests.conftest import without_last_login
 from tests.live import LiveServer, start_all
 
 CLIENTS = 16
@@ -109,11 +110,6 @@ def read_back(clients, nodes, acknowledged):
         for job, (status, got), created in zip(jobs, results, expected, strict=True)
         if status != 200 or without_last_login(got) != without_last_login(created)
     ]
-
-
-def without_last_login(identity):
-    # GET returns what the create returned, but for last_login, which moves.
-    return {**identity, "creator": {**identity["creator"], "last_login": None}}
 
 
 def test_concurrent_creates_are_acknowledged_once_per_content_and_read_back_everywhere(

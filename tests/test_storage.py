@@ -1,6 +1,5 @@
 """Storage: the same migrations on SQLite and PostgreSQL, exact big integers, pooling, the default location."""
 
-import os
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -133,29 +132,3 @@ def test_foreign_keys_are_enforced(app):
         db.session.add(Identity(identity_id="x", content_id="c", identity_hash="0x", display_name="n", creator_id="nobody"))
         with pytest.raises(IntegrityError):
             db.session.commit()
-
-
-@pytest.mark.sqlite_only
-def test_a_forked_child_reads_on_a_connection_of_its_own(app, create):
-    """The thread's SQLite connection is kept between reads, but never crosses a fork (a gunicorn
-    master that loaded the app before forking must not share one file handle between workers)."""
-    from identity import service
-    from identity.extensions import _thread_connection
-
-    identity_id = create({"display_name": "Forked"}).get_json()["identity_id"]
-    with app.app_context():
-        assert service.get_identity(identity_id) is not None
-        parent = _thread_connection(db.engine)
-        assert _thread_connection(db.engine) is parent  # kept between reads
-        pid = os.fork()
-        if pid == 0:  # the child: report through the exit status, never return into pytest
-            code = 2  # what an exception in the child reports
-            try:
-                own = _thread_connection(db.engine)
-                found = service.get_identity(identity_id) is not None
-                code = 0 if own is not parent and found else 1
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        assert _thread_connection(db.engine) is parent  # the parent keeps its own

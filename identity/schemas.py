@@ -397,7 +397,7 @@ class IdentityListArgsSchema(Schema):
     )
 
     @validates_schema
-    def _page_bounds(self, data, **kwargs):
+    def check_page_bounds(self, data, **kwargs):
         page = data.get("page")
         if page is None:
             return

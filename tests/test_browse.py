@@ -193,7 +193,9 @@ def test_cursor_with_page_is_400_naming_page(listing, make):
 def test_a_tampered_or_forged_cursor_is_400_naming_cursor(listing, make):
     make(3)
     cursor = listing(limit=1).get_json()["next"]
-    forged = [cursor[:-1] + ("A" if cursor[-1] != "A" else "B"), cursor[::-1], "abc", "." + cursor, cursor + "x"]
+    # A character of the payload changed (the last one of the signature may only carry padding bits).
+    changed = cursor[:10] + ("A" if cursor[10] != "A" else "B") + cursor[11:]
+    forged = [changed, cursor[::-1], "abc", "." + cursor, cursor + "x", cursor.split(".")[-1]]
     for value in forged:
         response = listing(cursor=value)
         assert response.status_code == 400, value

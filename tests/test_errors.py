@@ -22,7 +22,7 @@ def test_unknown_path_is_404_problem(client):
     "method, path, allowed",
     [
         ("DELETE", "/identity", {"POST", "OPTIONS"}),
-        ("PUT", "/identities", {"POST", "OPTIONS"}),
+        ("PUT", "/identities", {"GET", "HEAD", "POST", "OPTIONS"}),  # GET lists them
         ("POST", "/identity/did:identity:ipfs:x", {"GET", "HEAD", "OPTIONS"}),
         ("PATCH", "/identities/x", {"GET", "HEAD", "OPTIONS"}),
         ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),

@@ -14,7 +14,7 @@ def create_app(config=None):
 
     from . import docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
-    from .cli import keys
+    from .cli import identities, keys
     from .config import engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
@@ -46,4 +46,5 @@ def create_app(config=None):
     metrics.init_app(app)
     limits.init_app(app)
     app.cli.add_command(keys)
+    app.cli.add_command(identities)
     return app

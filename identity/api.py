@@ -4,32 +4,45 @@ import json
 from decimal import Decimal
 
 import flask_smorest
-from flask import current_app
+from flask import current_app, request
 from marshmallow import RAISE
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
 
-from . import browse, limits, metrics, service
-from .auth import CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
-from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE
-from .errors import PROBLEM_MIMETYPE, IdentityExists, problem_body
+from . import browse, curation, history, limits, metrics, service
+from .auth import ADMIN_ONLY_DETAIL, CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
+from .docs import CHANGE_EXAMPLE, CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE, PATCH_EXAMPLE
+from .errors import (
+    PROBLEM_MIMETYPE,
+    IdentityExists,
+    IdentityNotFound,
+    IdentityRemoved,
+    PreconditionFailed,
+    problem_body,
+)
 from .extensions import db
 from .headers import conditional
 from .schemas import (
     CONTENT_ID_PATTERN,
     IDENTITY_ID_PATTERN,
+    IMMUTABLE,
+    ChangeFeedArgsSchema,
+    ChangeFeedSchema,
+    ChangeListSchema,
     IdentityContentSchema,
     ProblemSchema,
     StatusSchema,
     identity_create_schema,
     identity_list_args_schema,
     identity_page_schema,
+    identity_patch_schema,
     identity_schema,
 )
 
 JSON_MIMETYPES = frozenset({"application/json"})
 # RFC 7396: a PATCH may say its body is a JSON merge patch, which for these flat objects is the same.
-PATCH_MIMETYPES = JSON_MIMETYPES | {"application/merge-patch+json"}
+MERGE_PATCH = "application/merge-patch+json"
+PATCH_MIMETYPES = JSON_MIMETYPES | {MERGE_PATCH}
 
 
 def _refuse_constant(name):
@@ -54,6 +67,8 @@ class BodyParser(FlaskParser):
         if req.mimetype not in allowed:
             abort(415, message=f"The body must be sent as Content-Type: {' or '.join(sorted(allowed))}.")
         data = req.get_data(cache=True)  # Werkzeug enforces MAX_CONTENT_LENGTH here (413)
+        if not data and req.method == "PATCH":
+            return {}  # a patch of nothing: refused as {} is, naming the body (422)
         try:
             return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant, parse_int=_parse_int)
         except UnicodeDecodeError:
@@ -96,7 +111,11 @@ UNAUTHORIZED = {
     "headers": {"WWW-Authenticate": {"schema": {"type": "string", "enum": [CHALLENGE]}}},
     "example": problem_body(401, UNAUTHORIZED_DETAIL),
 }
-NOT_FOUND = "No Identity exists for the provided id."
+NOT_FOUND = IdentityNotFound.DETAIL
+GONE = {
+    "description": "The identity is in status removed; identity_id names it.",
+    "example": problem_body(410, IdentityRemoved.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
+}
 UNAVAILABLE = {
     "description": "The database does not answer; try again shortly.",
     "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
@@ -131,6 +150,7 @@ RATELIMIT_HEADERS = {
 @blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
 @problem(401, **UNAUTHORIZED)
 @problem(404, NOT_FOUND)
+@problem(410, **GONE)
 @problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
 def get_identity(identity_id):
@@ -155,6 +175,7 @@ def get_identity(identity_id):
 @blp.alt_response(304, description="If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
 @problem(401, **UNAUTHORIZED)
 @problem(404, NOT_FOUND)
+@problem(410, **GONE)
 @problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
 def get_identity_content(identity_id):
@@ -169,6 +190,8 @@ def _identity_or_404(identity_id):
     identity = service.get_identity(identity_id)
     if identity is None:
         abort(404, message=NOT_FOUND)
+    if identity["status"] == "removed":
+        raise IdentityRemoved(identity_id)
     return identity
 
 
@@ -205,6 +228,74 @@ def create_identity(fields):
     identity = service.create_identity(fields, current_caller())
     metrics.count_identity_created()
     return identity, 201, {"Location": f"/identity/{identity['identity_id']}"}
+
+
+@blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
+@blp.route(
+    "/identities/<identity_id>", methods=["PATCH"], endpoint="patch_identity_plural", parameters=[IDENTITY_ID]
+)
+@auth.login_required(role="Admin")
+@limits.creates
+@conditional
+@blp.doc(security=API_KEY)
+@blp.doc(requestBody={"content": {MERGE_PATCH: {"schema": identity_patch_schema, "example": PATCH_EXAMPLE}}})
+@blp.arguments(identity_patch_schema, example=PATCH_EXAMPLE)
+@blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
+@problem(400, "The body is not valid JSON or not UTF-8.")
+@problem(401, **UNAUTHORIZED)
+@problem(403, ADMIN_ONLY_DETAIL)
+@problem(404, NOT_FOUND)
+@problem(412, PreconditionFailed.DETAIL)
+@problem(413, "The body is larger than the limit (64 KiB by default).")
+@problem(415, "The body is not sent as application/json or application/merge-patch+json.")
+@problem(
+    422,
+    "A content field, an unknown field, an invalid value, or nothing to change; errors names each.",
+    example=problem_body(422, "Invalid fields: display_name.", errors={"display_name": [IMMUTABLE]}),
+)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def patch_identity(changes, identity_id):
+    """Curate an Identity: its status and on-chain figures (Admin keys only; If-Match makes it conditional)."""
+    caller = current_caller()
+    return curation.update_identity(identity_id, changes, caller.wallet, if_match=request.if_match)
+
+
+@blp.route("/identity/<identity_id>/changes", endpoint="identity_changes", parameters=[IDENTITY_ID])
+@blp.route("/identities/<identity_id>/changes", endpoint="identity_changes_plural", parameters=[IDENTITY_ID])
+@auth.login_required
+@limits.reads
+@blp.doc(security=API_KEY)
+@blp.response(200, ChangeListSchema, example={"data": [CHANGE_EXAMPLE]})
+@problem(401, **UNAUTHORIZED)
+@problem(404, NOT_FOUND)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def identity_changes(identity_id):
+    """An Identity's change history, oldest first."""
+    entries = history.changes_of(identity_id, full=current_caller().role == "Admin")
+    if entries is None:
+        abort(404, message=NOT_FOUND)
+    return {"data": entries}
+
+
+@blp.route("/changes", endpoint="change_feed")
+@auth.login_required
+@limits.reads
+@blp.doc(security=API_KEY)
+@blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
+@blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
+@problem(
+    400,
+    "An unknown or invalid query parameter; errors names each.",
+    example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
+)
+@problem(401, **UNAUTHORIZED)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def change_feed(args):
+    """Every Identity's changes after a sequence number, in order: poll with the last next_after."""
+    return history.feed(args["after"], args["limit"], full=current_caller().role == "Admin")
 
 
 @blp.route("/healthz")

@@ -116,8 +116,19 @@ def _touch_last_login(entry, interval):
     entry.touch_after = time.monotonic() + (entry.last_login - cutoff).total_seconds()
 
 
+ADMIN_ONLY_DETAIL = "Only an Admin key may do this."
+
+
+@auth.get_user_roles
+def caller_roles(caller):
+    """The role of the key's user, for `auth.login_required(role="Admin")`."""
+    return caller.role
+
+
 @auth.error_handler
 def unauthorized(status):
+    if status == 403:  # a valid key whose role is not the one the route needs
+        return problem(403, ADMIN_ONLY_DETAIL)
     # One answer for missing, unknown and revoked keys: the response must not tell them apart.
     return problem(401, UNAUTHORIZED_DETAIL, headers={"WWW-Authenticate": CHALLENGE})
 

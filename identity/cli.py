@@ -1,9 +1,15 @@
-"""`flask keys ...`: issue, list, rotate and revoke API keys."""
+"""`flask keys ...`: issue, list, rotate and revoke API keys. `flask identities ...`: curate identities."""
 
 import click
 from flask.cli import with_appcontext
 
-from . import service
+from . import curation, service
+from .errors import IdentityNotFound
+from .schemas import STATUSES
+from .wallets import checksum_wallet
+
+# Who the history names for a change made on the command line without --by.
+CLI_WALLET = "cli"
 
 
 @click.group()
@@ -98,3 +104,27 @@ def bootstrap_key(wallet, base_url):
         err=True,
     )
     click.echo(key)
+
+
+@click.group()
+def identities():
+    """Curate identities."""
+
+
+@identities.command("set-status")
+@click.argument("identity_id")
+@click.argument("status", type=click.Choice(STATUSES))
+@click.option("--by", "wallet", default=None, help='Wallet recorded in the history as the one who acted (default "cli").')
+@with_appcontext
+def set_status(identity_id, status, wallet):
+    """Set an identity's STATUS (removed: it answers 410 Gone; another status brings it back)."""
+    if wallet is not None:
+        try:
+            wallet = checksum_wallet(wallet)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--by") from None
+    try:
+        identity = curation.update_identity(identity_id, {"status": status}, wallet or CLI_WALLET)
+    except IdentityNotFound:
+        raise click.ClickException(f"No identity has the id {identity_id!r}.") from None
+    click.echo(f"{identity['identity_id']} is {identity['status']}.")

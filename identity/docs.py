@@ -13,13 +13,15 @@ from flask import Blueprint
 
 from . import content
 from .auth import HEADER
-from .schemas import IdentitySchema, documented_validators
+from .schemas import IdentityPatchSchema, IdentitySchema, documented_validators
 
 
 def init_app(app, api):
     """Complete `api`'s document and serve the Swagger UI assets that /docs loads."""
     api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": HEADER})
     api.ma_plugin.converter.add_attribute_function(documented_validators)
+    # A patch must change something: the document says so, as the schema's validator does.
+    api.spec.components.schema("IdentityPatch", {"minProperties": 1}, schema=IdentityPatchSchema)
     assets = Blueprint(
         "swagger_ui_assets",
         __name__,
@@ -52,3 +54,12 @@ IDENTITY_EXAMPLE = IdentitySchema().dump(
 )
 CONTENT_EXAMPLE = _ADDRESS.content
 ETAG_EXAMPLE = f'"{_ADDRESS.content_id}"'
+PATCH_EXAMPLE = {"status": "complete", "vault_id": "4242", "num_positions": 3, "assets_sum": "1000000000000000000"}
+CHANGE_EXAMPLE = {
+    "seq": 42,
+    "identity_id": _ADDRESS.identity_id,
+    "at": "2026-11-21T09:45:00.654321Z",
+    "wallet": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    "kind": "changed",
+    "fields": {"status": {"before": "complete", "after": "removed"}},
+}

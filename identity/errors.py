@@ -42,6 +42,35 @@ class IdentityExists(ServiceError):
         self.identity_id = identity_id
 
 
+class IdentityNotFound(ServiceError):
+    status = 404
+    DETAIL = "No Identity exists for the provided id."
+
+    def __init__(self):
+        super().__init__(self.DETAIL)
+
+
+class IdentityRemoved(ServiceError):
+    """The identity is in status `removed`: its record stays, but it is not served."""
+
+    status = 410
+    DETAIL = "This identity was removed by an administrator."
+
+    def __init__(self, identity_id):
+        super().__init__(self.DETAIL, identity_id=identity_id)
+        self.identity_id = identity_id
+
+
+class PreconditionFailed(ServiceError):
+    """If-Match named another representation than the current one: nothing was changed."""
+
+    status = 412
+    DETAIL = "If-Match does not name the identity's current ETag; nothing was changed. Fetch it again."
+
+    def __init__(self):
+        super().__init__(self.DETAIL)
+
+
 class InvalidFields(ServiceError):
     """Validation refused the body; `errors` maps each field to its messages, as a 422 body does."""
 
@@ -142,10 +171,10 @@ class ProblemApi(flask_smorest.Api):
             detail = invalid.detail
             extra.update(invalid.extra)
         elif status == 400 and data.get("messages"):
-            # Query parameters (webargs, error_status_code=400): named like a 422's fields.
-            invalid = InvalidParameters(data["messages"])
-            detail = invalid.detail
-            extra.update(invalid.extra)
+            # Query parameters: 400, naming each one (the body's fields are 422, above).
+            errors = _flatten_messages(data["messages"])
+            detail = "Invalid query parameters: " + ", ".join(sorted(errors)) + "."
+            extra["errors"] = errors
         elif data.get("message"):
             detail = data["message"]
         return problem(status, detail, headers, **extra)

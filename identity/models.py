@@ -170,3 +170,25 @@ class ServiceSecret(db.Model):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(String(128))
 
+
+
+class Change(db.Model):
+    """One entry of the append-only log of creates and changes (see identity.history)."""
+
+    __tablename__ = "identity_changes"
+    # One identity's history is read by this index, in order. AUTOINCREMENT on SQLite: a sequence
+    # number is never reused, even after the last row is gone.
+    __table_args__ = (
+        Index("ix_identity_changes_identity_id_seq", "identity_id", "seq"),
+        {"sqlite_autoincrement": True},
+    )
+
+    # INTEGER PRIMARY KEY on SQLite (its rowid), a BIGINT drawn from a sequence elsewhere.
+    seq: Mapped[int] = mapped_column(types.BigInteger().with_variant(types.Integer, "sqlite"), primary_key=True)
+    identity_id: Mapped[str] = mapped_column(String(128))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The acting wallet: the caller's, or a word naming who acted without a key ("cli").
+    wallet: Mapped[str] = mapped_column(String(42))
+    kind: Mapped[str] = mapped_column(String(16))
+    # For a change: {field: {"before": value, "after": value}}, values as the Identity object writes them.
+    fields: Mapped[dict | None] = mapped_column(types.JSON(none_as_null=True), nullable=True)

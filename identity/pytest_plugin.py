@@ -6,6 +6,8 @@ names the fixtures it wants:
 - `identity_app`: an app from `create_app` on a fresh, migrated SQLite database for each test;
 - `identity_client`: that app's Flask test client;
 - `identity_api_key`: `identity_api_key(role="User", wallet=None) -> str` issues a real key;
+- `identity_set_status`: `identity_set_status(identity_id, status, by=None) -> dict` sets a status
+  (`"removed"` makes the identity answer 410 Gone), recorded in its history;
 - `identity_config`: settings for `identity_app`; override this fixture to change them.
 
 The service is imported inside the fixtures, so a test run that uses none of them pays nothing.
@@ -84,6 +86,21 @@ def identity_api_key(identity_app):
         return issue_key(identity_app, wallet=wallet, role=role)
 
     return issue
+
+
+@pytest.fixture
+def identity_set_status(identity_app):
+    """`identity_set_status(identity_id, status, by=None) -> dict`: set a status on `identity_app`.
+
+    As an Admin's PATCH would: "removed" makes the identity answer 410 Gone, another status brings it
+    back. Returns the identity as a dict; raises identity.seed.IdentityNotFound for an unknown id.
+    """
+    from .seed import set_status
+
+    def change(identity_id, status, by=None):
+        return set_status(identity_app, identity_id, status, by=by)
+
+    return change
 
 
 @contextmanager

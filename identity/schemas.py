@@ -5,9 +5,10 @@ import re
 from datetime import UTC
 from urllib.parse import urlsplit
 
-from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import RAISE, Schema, ValidationError, fields, pre_load, validate, validates_schema
 
 from . import content
+from .models import MAX_UINT256
 from .wallets import checksum_wallet
 
 BIGINT_PATTERN = r"^(0|[1-9][0-9]{0,77})$"
@@ -297,9 +298,169 @@ class ProblemSchema(Schema):
         metadata={"description": "422 and a 400 for query parameters: the messages for each invalid field or parameter."},
     )
     identity_id = fields.String(
-        metadata={"pattern": IDENTITY_ID_PATTERN, "description": "409 only: the identity that holds this content."}
+        metadata={
+            "pattern": IDENTITY_ID_PATTERN,
+            "description": "409: the identity that holds this content; 410: the removed identity.",
+        }
     )
     request_id = fields.String(metadata={"description": "5xx only: the request id that the logs carry."})
+
+
+STATUSES = ("pending", "complete", "removed", "error")
+MAX_INT64 = 2**63 - 1
+IMMUTABLE = "content is immutable: its id is its address; create a new identity"
+
+
+def _uint_pattern(maximum):
+    """A regular expression for the decimal numbers 0 to `maximum`, no sign and no leading zero.
+
+    So that the document says exactly what the validator accepts (schemathesis checks both ways):
+    every shorter number, then each way a number as long as `maximum` stays below it, digit by digit.
+    """
+    digits = str(maximum)
+    width = len(digits)
+    alternatives = ["0", f"[1-9][0-9]{{0,{width - 2}}}"]
+    for index, digit in enumerate(digits):
+        low, high = (1 if index == 0 else 0), int(digit) - 1
+        if low <= high:
+            rest = width - index - 1
+            alternatives.append(f"{digits[:index]}[{low}-{high}]" + (f"[0-9]{{{rest}}}" if rest else ""))
+    alternatives.append(digits)
+    return "^(" + "|".join(alternatives) + ")$"
+
+
+UINT256_PATTERN = _uint_pattern(MAX_UINT256)
+
+
+class UInt256String(fields.String):
+    """A bigint sent as a decimal string, 0 to 2**256 - 1; loaded as an int."""
+
+    def __init__(self, **kwargs):
+        metadata = {"pattern": UINT256_PATTERN, "maxLength": 78, "example": "0", **kwargs.pop("metadata", {})}
+        super().__init__(metadata=metadata, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not re.fullmatch(r"0|[1-9][0-9]*", text):
+            raise ValidationError("Must be a decimal string with no sign, no leading zeros and no exponent.")
+        if len(text) > 78 or int(text) > MAX_UINT256:
+            raise ValidationError("Must be at most 2**256 - 1.")
+        return int(text)
+
+
+class WholeNumber(fields.Integer):
+    """A JSON integer. 3.0 is one too, as JSON Schema says; "3" and true are not."""
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class CurationText(validate.Validator):
+    """A string of at most 256 characters with no control characters (nor lone surrogates, which
+    no database stores)."""
+
+    def __init__(self, max_length=256):
+        self.length = validate.Length(max=max_length)
+        self.openapi_pattern = f"^[^{_control_class()}]*$"
+
+    def __call__(self, value):
+        self.length(value)
+        if _bad_characters(value):
+            raise ValidationError("Must not contain control characters.")
+        return value
+
+
+class IdentityPatchSchema(Schema):
+    """What an Admin may change on an identity; its content is its address and never changes."""
+
+    class Meta:
+        unknown = RAISE
+
+    status = fields.String(
+        validate=validate.OneOf(STATUSES),
+        metadata={"description": "removed: the identity answers 410 Gone until another status is set."},
+    )
+    vault_id = UInt256String(metadata={"description": "The on-chain atom's vault id."})
+    num_positions = WholeNumber(validate=validate.Range(0, MAX_INT64), metadata={"format": "int64"})
+    assets_sum = UInt256String()
+    conviction_sum = UInt256String()
+    conviction_price = UInt256String()
+    corpora_id = fields.String(
+        allow_none=True, validate=CurationText(), metadata={"maxLength": 256, "description": "null clears it."}
+    )
+    semantic = fields.String(
+        allow_none=True, validate=CurationText(), metadata={"maxLength": 256, "description": "null clears it."}
+    )
+
+    @pre_load
+    def refuse_content(self, data, **kwargs):
+        if isinstance(data, dict):
+            named = sorted(set(data) & set(content.CONTENT_FIELDS))
+            if named:
+                raise ValidationError({name: [IMMUTABLE] for name in named})
+        return data
+
+    @validates_schema
+    def refuse_nothing(self, data, **kwargs):
+        if not data:
+            raise ValidationError(
+                "Name at least one field to change: " + ", ".join(self.fields) + ".", field_name="body"
+            )
+
+
+class ChangeSchema(Schema):
+    """An entry of the change log. Entries of removed identities shown to a non-Admin key carry only
+    seq, identity_id, at and kind."""
+
+    seq = fields.Integer(required=True, metadata={"minimum": 1, "format": "int64"})
+    identity_id = fields.String(required=True, metadata={"pattern": IDENTITY_ID_PATTERN})
+    at = Timestamp(required=True)
+    wallet = fields.String(
+        metadata={"description": "Who acted: the calling key's wallet, or `cli` for the command line."}
+    )
+    kind = fields.String(required=True, metadata={"enum": ["created", "changed"]})
+    fields_ = fields.Dict(
+        data_key="fields",
+        attribute="fields",
+        allow_none=True,
+        keys=fields.String(),
+        values=fields.Dict(),
+        metadata={
+            "description": "For a change: each field changed, as {\"before\": value, \"after\": value}; "
+            "null for a create.",
+            "example": {"status": {"before": "complete", "after": "removed"}},
+        },
+    )
+
+
+class ChangeListSchema(Schema):
+    data = fields.List(fields.Nested(ChangeSchema), required=True, metadata={"description": "Oldest first."})
+
+
+class ChangeFeedSchema(ChangeListSchema):
+    next_after = fields.Integer(
+        required=True,
+        metadata={"minimum": 0, "format": "int64", "description": "The `after` of the next poll."},
+    )
+
+
+class ChangeFeedArgsSchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    after = fields.Integer(
+        load_default=0,
+        validate=validate.Range(0, MAX_INT64),
+        metadata={"description": "Entries with a sequence number above this one (default 0)."},
+    )
+    limit = fields.Integer(
+        load_default=100, validate=validate.Range(1, 1000), metadata={"description": "At most this many."}
+    )
 
 
 # One instance of each, shared by the HTTP route and the Python API (identity.seed), so that both
@@ -423,3 +584,4 @@ class IdentityPageSchema(Schema):
 
 identity_list_args_schema = IdentityListArgsSchema()
 identity_page_schema = IdentityPageSchema()
+identity_patch_schema = IdentityPatchSchema()

@@ -13,12 +13,17 @@ from eth_utils import to_checksum_address
 from flask import current_app, has_app_context
 from marshmallow import ValidationError
 
-from . import service
+from . import curation, service
 from .auth import Caller
-from .errors import IdentityExists, InvalidFields
-from .schemas import identity_create_schema, identity_schema
+from .errors import IdentityExists, IdentityNotFound, InvalidFields
+from .schemas import identity_create_schema, identity_patch_schema, identity_schema
 
-__all__ = ["IdentityExists", "InvalidFields", "create_identity", "issue_key", "new_wallet"]
+__all__ = [
+    "IdentityExists", "IdentityNotFound", "InvalidFields", "create_identity", "issue_key", "new_wallet", "set_status",
+]
+
+# Who the history names for a change made through this API without `by`.
+SEED_WALLET = "seed"
 
 
 def new_wallet():
@@ -64,6 +69,22 @@ def create_identity(app, display_name, *, description=None, image=None, external
     caller = Caller(user_id=None, key_id=None, wallet=fields["creator"] or new_wallet(), role="Admin")
     with _app_context(app):
         return identity_schema.dump(service.create_identity(fields, caller))
+
+
+def set_status(app, identity_id, status, *, by=None):
+    """Set an identity's status on `app`, as PATCH by an Admin key does; returns the identity as a dict.
+
+    `status` is one of pending, complete, removed, error; a removed identity answers 410 Gone until
+    another status is set. The change is recorded in its history, acted by wallet `by` (default the
+    word "seed"). Raises InvalidFields for an unknown status, IdentityNotFound for an unknown id.
+    """
+    try:
+        changes = identity_patch_schema.load({"status": status})
+    except ValidationError as error:
+        raise InvalidFields(error.messages) from None
+    with _app_context(app):
+        identity = curation.update_identity(identity_id, changes, by or SEED_WALLET)
+        return identity_schema.dump(identity)
 
 
 @contextmanager

@@ -4,7 +4,7 @@ from flask import current_app
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
-from . import content
+from . import content, history
 from .auth import forget_keys
 from .errors import Forbidden, IdentityExists
 from .extensions import db, write_transaction
@@ -81,6 +81,7 @@ def create_identity(fields, caller):
             user = _user_of_wallet(session, creator, "User")
             values["creator_id"] = user["id"]
             session.execute(IDENTITIES.insert(), values)
+            history.record_created(session, address.identity_id, caller.wallet, now)
     except IntegrityError:
         # Another writer stored the same content between our check and our insert.
         _refuse_known_content(db.session, address.content_id)

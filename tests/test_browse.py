@@ -383,3 +383,18 @@ def test_migration_backfills_counts_and_indexes_of_identities_made_before_it(emp
     assert {item["identity_id"] for item in get("q=before")["data"]} == {i["identity_id"] for i in made}
     with app.app_context():
         db.engine.dispose()
+
+
+def test_an_admins_patch_of_status_moves_the_identity_between_listings(client, listing, make, admin_key):
+    made = make(3)
+    for identity, status in ((made[0], "removed"), (made[1], "pending")):
+        response = client.patch(
+            f"/identity/{identity['identity_id']}", json={"status": status}, headers={"x-api-key": admin_key}
+        )
+        assert response.status_code == 200, response.get_json()
+    assert ids(listing()) == [made[2]["identity_id"], made[1]["identity_id"]]
+    assert listing().get_json()["total"] == 2
+    assert ids(listing(status="pending")) == [made[1]["identity_id"]]
+    removed = listing(key=admin_key, status="removed").get_json()
+    assert (removed["total"], [item["identity_id"] for item in removed["data"]]) == (1, [made[0]["identity_id"]])
+    assert listing(creator=USER_WALLET, status="complete").get_json()["total"] == 1

@@ -23,8 +23,9 @@ def test_unknown_path_is_404_problem(client):
     [
         ("DELETE", "/identity", {"POST", "OPTIONS"}),
         ("PUT", "/identities", {"GET", "HEAD", "POST", "OPTIONS"}),  # GET lists them
-        ("POST", "/identity/did:identity:ipfs:x", {"GET", "HEAD", "OPTIONS"}),
-        ("PATCH", "/identities/x", {"GET", "HEAD", "OPTIONS"}),
+        ("POST", "/identity/did:identity:ipfs:x", {"GET", "HEAD", "OPTIONS", "PATCH"}),
+        ("PUT", "/identities/x", {"GET", "HEAD", "OPTIONS", "PATCH"}),
+        ("POST", "/changes", {"GET", "HEAD", "OPTIONS"}),
         ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),
     ],
 )

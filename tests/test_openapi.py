@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from identity.schemas import WHITE_SPACE_CLASS, IdentityCreateSchema
+from identity.schemas import UINT256_PATTERN, WHITE_SPACE_CLASS, IdentityCreateSchema, IdentityPatchSchema
 from tests.test_create import CONTRACT_KEYS, USER_KEYS
 
 PROBLEM = "application/problem+json"
@@ -20,10 +20,15 @@ IDENTITIES = "/identities/{identity_id}"
 # The status codes the contract gives for each operation, besides the "default" response (404 unknown
 # path, 405 wrong method, 500); every route that reads the database may also answer 503 when it does not answer.
 CONTRACT_STATUSES = {
-    (IDENTITY, "get"): {200, 304, 401, 404, 429, 503},
-    (IDENTITIES, "get"): {200, 304, 401, 404, 429, 503},
-    (IDENTITY + "/content", "get"): {200, 304, 401, 404, 429, 503},
-    (IDENTITIES + "/content", "get"): {200, 304, 401, 404, 429, 503},
+    (IDENTITY, "get"): {200, 304, 401, 404, 410, 429, 503},
+    (IDENTITIES, "get"): {200, 304, 401, 404, 410, 429, 503},
+    (IDENTITY + "/content", "get"): {200, 304, 401, 404, 410, 429, 503},
+    (IDENTITIES + "/content", "get"): {200, 304, 401, 404, 410, 429, 503},
+    (IDENTITY, "patch"): {200, 400, 401, 403, 404, 412, 413, 415, 422, 429, 503},
+    (IDENTITIES, "patch"): {200, 400, 401, 403, 404, 412, 413, 415, 422, 429, 503},
+    (IDENTITY + "/changes", "get"): {200, 401, 404, 429, 503},
+    (IDENTITIES + "/changes", "get"): {200, 401, 404, 429, 503},
+    ("/changes", "get"): {200, 400, 401, 429, 503},
     ("/identity", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
     ("/identities", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
     ("/identities", "get"): {200, 400, 401, 403, 429, 503},
@@ -230,6 +235,47 @@ def test_listing_responses_are_valid_against_the_document(client, create, user_k
         problem = client.get(f"/identities?{query}", headers={"x-api-key": user_key})
         assert problem.mimetype == PROBLEM
         assert validator(document, "Problem").is_valid(problem.get_json()), problem.get_json()
+
+
+def test_patch_takes_json_or_merge_patch_and_must_change_something(document):
+    body = document["paths"][IDENTITY]["patch"]["requestBody"]
+    assert set(body["content"]) == {"application/json", "application/merge-patch+json"}
+    patch = document["components"]["schemas"]["IdentityPatch"]
+    assert patch["minProperties"] == 1
+    assert patch["additionalProperties"] is False
+    assert set(patch["properties"]) == {
+        "status", "vault_id", "num_positions", "assets_sum", "conviction_sum", "conviction_price", "corpora_id",
+        "semantic",
+    }
+    assert patch["properties"]["status"]["enum"] == ["pending", "complete", "removed", "error"]
+    for example in (content["example"] for content in body["content"].values()):
+        assert validator(document, "IdentityPatch").is_valid(example)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(0, 2**257))
+def test_patch_bigint_pattern_accepts_exactly_0_to_2_256_minus_1(number):
+    text = str(number)
+    in_range = number <= 2**256 - 1
+    assert bool(re.search(UINT256_PATTERN, text)) == in_range
+    assert (not IdentityPatchSchema().validate({"vault_id": text})) == in_range
+
+
+def test_change_examples_are_valid_and_responses_match_the_document(client, create, admin_key, document):
+    feed = document["paths"]["/changes"]["get"]["responses"]["200"]["content"]["application/json"]["example"]
+    assert validator(document, "ChangeFeed").is_valid(feed)
+    identity = create({"display_name": "Documented"}).get_json()
+    patched = client.patch(f"/identity/{identity['identity_id']}", json={"status": "removed"},
+                           headers={"x-api-key": admin_key})
+    assert validator(document, "Identity").is_valid(patched.get_json())
+    answers = [
+        client.get("/changes", headers={"x-api-key": admin_key}),
+        client.get(f"/identity/{identity['identity_id']}/changes", headers={"x-api-key": admin_key}),
+    ]
+    assert validator(document, "ChangeFeed").is_valid(answers[0].get_json())
+    assert validator(document, "ChangeList").is_valid(answers[1].get_json())
+    gone = client.get(f"/identity/{identity['identity_id']}", headers={"x-api-key": admin_key})
+    assert validator(document, "Problem").is_valid(gone.get_json())
 
 
 def test_white_space_class_is_exactly_what_python_strips():

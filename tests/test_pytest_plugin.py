@@ -116,6 +116,28 @@ def test_seeding_api_serves_an_outside_project(pytester):
     run(pytester).assert_outcomes(passed=2)
 
 
+def test_set_status_fixture_takes_an_identity_down_and_brings_it_back(pytester):
+    pytester.makepyfile(
+        """
+        from identity.seed import create_identity
+
+        def test_removed_is_gone_until_restored(identity_app, identity_client, identity_api_key, identity_set_status):
+            seeded = create_identity(identity_app, "Moderated")
+            key = identity_api_key()
+            path = f"/identity/{seeded['identity_id']}"
+            assert identity_set_status(seeded["identity_id"], "removed")["status"] == "removed"
+            gone = identity_client.get(path, headers={"x-api-key": key})
+            assert gone.status_code == 410
+            assert gone.get_json()["identity_id"] == seeded["identity_id"]
+            identity_set_status(seeded["identity_id"], "complete", by="0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB")
+            assert identity_client.get(path, headers={"x-api-key": key}).status_code == 200
+            changes = identity_client.get(path + "/changes", headers={"x-api-key": key}).get_json()["data"]
+            assert [entry["kind"] for entry in changes] == ["created", "changed", "changed"]
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
+
+
 def test_identity_config_overrides_settings(pytester):
     pytester.makepyfile(
         """

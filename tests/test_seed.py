@@ -6,7 +6,15 @@ from sqlalchemy import func, select
 from identity import create_app
 from identity.extensions import db
 from identity.models import Identity
-from identity.seed import IdentityExists, InvalidFields, create_identity, issue_key, new_wallet
+from identity.seed import (
+    IdentityExists,
+    IdentityNotFound,
+    InvalidFields,
+    create_identity,
+    issue_key,
+    new_wallet,
+    set_status,
+)
 from tests.conftest import OTHER_WALLET
 
 
@@ -144,3 +152,25 @@ def test_works_inside_another_apps_context(app, client, tmp_path):
         key = issue_key(app)
         seeded = create_identity(app, "Elsewhere")
     assert fetch(client, key, seeded["identity_id"]).status_code == 200
+
+
+def test_set_status_removed_makes_the_route_answer_410_and_another_brings_it_back(app, client, user_key):
+    seeded = create_identity(app, "To take down")
+    removed = set_status(app, seeded["identity_id"], "removed")
+    assert removed["status"] == "removed"
+    assert removed["updated_at"] > seeded["updated_at"]
+    assert fetch(client, user_key, seeded["identity_id"]).status_code == 410
+    restored = set_status(app, seeded["identity_id"], "complete")
+    response = fetch(client, user_key, seeded["identity_id"])
+    assert response.status_code == 200
+    assert response.get_json()["status"] == restored["status"] == "complete"
+
+
+def test_set_status_refuses_an_unknown_status_and_an_unknown_identity(app):
+    seeded = create_identity(app, "Kept")
+    with pytest.raises(InvalidFields) as refused:
+        set_status(app, seeded["identity_id"], "deleted")
+    assert list(refused.value.errors) == ["status"]
+    with pytest.raises(IdentityNotFound) as unknown:
+        set_status(app, seeded["identity_id"].replace("bafkrei", "bafkrej"), "removed")
+    assert unknown.value.status == 404

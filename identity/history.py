@@ -1,0 +1,86 @@
+"""The change log: every create and every change of an identity, appended in the same transaction,
+read per identity and as a feed that a client can poll without ever missing an entry.
+
+Why the feed never skips. A poller asks for the entries above the last sequence number it saw, so an
+entry must never become visible after one with a higher number. On SQLite that holds by itself:
+writers take the database's write lock at BEGIN and hold it to COMMIT, so sequence numbers are drawn
+and committed in the same order. On PostgreSQL a sequence hands out numbers at once while commits
+happen in any order: entry 7 could commit, and be polled, before entry 6. So each append first takes
+a transaction-level advisory lock, held until COMMIT (PostgreSQL releases it only after the commit is
+visible), and only then draws its number: numbers are drawn in commit order. The lock is taken by
+the last statement before COMMIT, so it is held for one INSERT and the commit.
+"""
+
+from sqlalchemy import BigInteger, func, insert, literal_column, select
+
+from . import content
+from .extensions import db
+from .models import Change, Identity, utcnow
+
+# Any fixed number, distinct from the migration's (migrations/env.py MIGRATION_LOCK).
+FEED_LOCK = 0x1D3_0015
+CREATED = "created"
+CHANGED = "changed"
+# What a non-Admin key sees of an entry of a removed identity.
+REDACTED_KEYS = ("seq", "identity_id", "at", "kind")
+ENTRY_KEYS = ("seq", "identity_id", "at", "wallet", "kind", "fields")
+
+
+def record_created(session, identity_id, wallet, at=None):
+    """Append the `created` entry of `identity_id`, in `session`'s (write) transaction."""
+    _append(session, identity_id, wallet, CREATED, None, at)
+
+
+def record_changed(session, identity_id, wallet, changes, at=None):
+    """Append a `changed` entry: `changes` maps each field to {"before": value, "after": value}."""
+    _append(session, identity_id, wallet, CHANGED, changes, at)
+
+
+_LOCK = select(func.pg_advisory_xact_lock(literal_column(str(FEED_LOCK), BigInteger)))
+_INSERT = insert(Change.__table__)
+
+
+def _append(session, identity_id, wallet, kind, changes, at):
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_LOCK, {})
+    values = {"identity_id": identity_id, "at": at or utcnow(), "wallet": wallet, "kind": kind, "fields": changes}
+    session.execute(_INSERT, values)
+
+
+def _entries():
+    # The identity's current status says whether an entry is shown whole (see visible).
+    return select(Change, Identity.status).outerjoin(Identity, Identity.identity_id == Change.identity_id)
+
+
+def changes_of(identity_id, full):
+    """The entries of one identity, oldest first (mappings that ChangeSchema dumps); None if no identity has that id.
+
+    `full` (an Admin's view) shows every entry whole; otherwise the entries of a removed identity
+    carry only REDACTED_KEYS.
+    """
+    if not content.has_identity_id_form(identity_id):
+        return None  # no stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright
+    status = db.session.execute(select(Identity.status).where(Identity.identity_id == identity_id)).scalar()
+    if status is None:
+        db.session.commit()
+        return None
+    rows = db.session.execute(_entries().where(Change.identity_id == identity_id).order_by(Change.seq)).all()
+    db.session.commit()
+    return [visible(change, status, full) for change, status in rows]
+
+
+def feed(after, limit, full):
+    """Up to `limit` entries of every identity with a sequence number above `after`, in order:
+    {"data": [...], "next_after": the last one's number, or `after` when there is none} (ChangeFeedSchema)."""
+    rows = db.session.execute(_entries().where(Change.seq > after).order_by(Change.seq).limit(limit)).all()
+    db.session.commit()
+    data = [visible(change, status, full) for change, status in rows]
+    return {"data": data, "next_after": data[-1]["seq"] if data else after}
+
+
+def visible(change, status, full):
+    """The entry as `full` (Admin) or other keys may see it: a mapping that ChangeSchema dumps."""
+    entry = {name: getattr(change, name) for name in ENTRY_KEYS}
+    if status == "removed" and not full:
+        entry = {key: entry[key] for key in REDACTED_KEYS}
+    return entry

@@ -5,11 +5,11 @@ from urllib.parse import urlencode
 
 import pytest
 from flask_migrate import upgrade
-from sqlalchemy import text, update
+from sqlalchemy import insert, text, update
 
-from identity import seed
+from identity import content, seed
 from identity.extensions import db
-from identity.models import Identity
+from identity.models import OFF_CHAIN, Identity, User, new_id, utcnow
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
 
 
@@ -363,11 +363,26 @@ def test_listing_spends_the_read_budget(client, listing, user_key):
     assert "Retry-After" in response.headers
 
 
+def _row(number, creator_id):
+    """An identity row as a create at revision 0001 wrote it, addressed by the service's own code."""
+    address = content.address({"display_name": f"Élodie Früh {number}", "description": "Before"})
+    return {
+        **OFF_CHAIN, "id": new_id(), "identity_id": address.identity_id, "content_id": address.content_id,
+        "identity_hash": address.identity_hash, "display_name": f"Élodie Früh {number}", "description": "Before",
+        "creator_id": creator_id, "created_at": utcnow(), "updated_at": utcnow(),
+    }
+
+
 def test_migration_backfills_counts_and_indexes_of_identities_made_before_it(empty_database_url):
     app = make_app(empty_database_url)
     with app.app_context():
         upgrade(revision="0001")
-        made = [seed.create_identity(app, f"Élodie Früh {n}", description="Before", creator=USER_WALLET) for n in range(3)]
+        now = utcnow()
+        user = {"id": "u1", "wallet": USER_WALLET, "role": "User", "created_at": now, "updated_at": now}
+        db.session.execute(insert(User.__table__), [user])
+        rows = [_row(n, "u1") for n in range(3)]
+        db.session.execute(insert(Identity.__table__), rows)
+        db.session.commit()
         upgrade()
         db.engine.dispose()
     key = seed.issue_key(app, USER_WALLET)
@@ -380,7 +395,7 @@ def test_migration_backfills_counts_and_indexes_of_identities_made_before_it(emp
     assert get(f"creator={USER_WALLET}")["total"] == 3
     assert get("q=elodie+fru")["total"] == 3
     assert get("displayName=LODIE")["total"] == 3
-    assert {item["identity_id"] for item in get("q=before")["data"]} == {i["identity_id"] for i in made}
+    assert {item["identity_id"] for item in get("q=before")["data"]} == {row["identity_id"] for row in rows}
     with app.app_context():
         db.engine.dispose()
 

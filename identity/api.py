@@ -8,6 +8,7 @@ from flask import current_app, request
 from marshmallow import RAISE
 from sqlalchemy import text
 from webargs.flaskparser import FlaskParser, abort
+from werkzeug.routing import BaseConverter
 
 from . import browse, curation, history, limits, metrics, service
 from .auth import ADMIN_ONLY_DETAIL, CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
@@ -97,6 +98,19 @@ def problem(status, description, example=None, **kwargs):
 
 blp = Blueprint("identities", __name__, description="Fetch and create Identity records.")
 
+
+class IdentityIdConverter(BaseConverter):
+    """The identity id of /identities/<identity_id>: any segment but `search`, the listing's own path.
+
+    Without it, PATCH /identities/search would reach the PATCH of an identity called "search" (and
+    answer 415 or 404) where the contract wants 405 with Allow: GET, HEAD, OPTIONS.
+    """
+
+    regex = r"(?!search(?![^/]))[^/]+"
+
+
+blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_id", IdentityIdConverter))
+
 API_KEY = [{"ApiKeyAuth": []}]
 IDENTITY_ID = {
     "in": "path",
@@ -141,7 +155,7 @@ RATELIMIT_HEADERS = {
 
 
 @blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
-@blp.route("/identities/<identity_id>", endpoint="get_identity_plural", parameters=[IDENTITY_ID])
+@blp.route("/identities/<identity_id:identity_id>", endpoint="get_identity_plural", parameters=[IDENTITY_ID])
 @auth.login_required
 @limits.reads
 @conditional
@@ -232,7 +246,8 @@ def create_identity(fields):
 
 @blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
 @blp.route(
-    "/identities/<identity_id>", methods=["PATCH"], endpoint="patch_identity_plural", parameters=[IDENTITY_ID]
+    "/identities/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity_plural",
+    parameters=[IDENTITY_ID],
 )
 @auth.login_required(role="Admin")
 @limits.creates

@@ -158,13 +158,21 @@ def _full_text(dialect, words, column=None):
         expression = " ".join('"' + word + '"*' for word in words)
         if column is not None:
             expression = f"{column} : ({expression})"
-        name = "words" if column is None else f"{column}_words"  # one name per fragment of a statement
-        return text(
-            f"identities.rowid IN (SELECT rowid FROM identity_search_words WHERE identity_search_words MATCH :{name})"
-        ).bindparams(**{name: expression})
+        if column is None:
+            return _MATCH_WORDS.bindparams(words=expression)
+        return _MATCH_NAME_WORDS.bindparams(name_words=expression)
     query = func.identity_search_query(" & ".join(f"'{word}':*" for word in words))
     description = None if column is not None else Identity.description
     return func.identity_search_vector(Identity.display_name, description).op("@@")(query)
+
+
+# One bound name per fragment: a statement may hold both (the filter, and the relevance of a name match).
+_MATCH_WORDS = text(
+    "identities.rowid IN (SELECT rowid FROM identity_search_words WHERE identity_search_words MATCH :words)"
+)
+_MATCH_NAME_WORDS = text(
+    "identities.rowid IN (SELECT rowid FROM identity_search_words WHERE identity_search_words MATCH :name_words)"
+)
 
 
 def _order(listing):

@@ -37,15 +37,8 @@ def _sort_indexes():
             yield f"ix_identities_{scope}_{key}".replace("__", "_"), [*columns, key, "id"]
 
 
-# One statement per count row a write moves: the row of every creator ('') and the creator's own.
-_SQLITE_ADD = """
-INSERT INTO identity_counts (scope, status, slot, n) VALUES ({scope}, NEW.status, substr(NEW.id, 1, 1), 1)
-ON CONFLICT (scope, status, slot) DO UPDATE SET n = n + 1;"""
-# A decrement never inserts: a count row that is gone (a table emptied) stays gone, never negative.
-_SQLITE_SUBTRACT = """
-UPDATE identity_counts SET n = n - 1
-WHERE scope = {scope} AND status = OLD.status AND slot = substr(OLD.id, 1, 1);"""
-
+# Each write moves two count rows: the one of every creator ('') and the creator's own. A decrement
+# never inserts: a count row that is gone (a table emptied) stays gone, never negative.
 SQLITE_UPGRADE = [
     """CREATE VIRTUAL TABLE identity_search_words USING fts5(
         display_name, description, content='identities', content_rowid='rowid',
@@ -56,17 +49,20 @@ SQLITE_UPGRADE = [
         INSERT INTO identity_search_words (rowid, display_name, description)
             VALUES (NEW.rowid, NEW.display_name, NEW.description);
         INSERT INTO identity_search_names (rowid, display_name) VALUES (NEW.rowid, NEW.display_name);
-        {add_all}{add_creator}
-    END""".format(add_all=_SQLITE_ADD.format(scope="''"), add_creator=_SQLITE_ADD.format(scope="NEW.creator_id")),
+        INSERT INTO identity_counts (scope, status, slot, n) VALUES ('', NEW.status, substr(NEW.id, 1, 1), 1)
+            ON CONFLICT (scope, status, slot) DO UPDATE SET n = n + 1;
+        INSERT INTO identity_counts (scope, status, slot, n) VALUES (NEW.creator_id, NEW.status, substr(NEW.id, 1, 1), 1)
+            ON CONFLICT (scope, status, slot) DO UPDATE SET n = n + 1;
+    END""",
     """CREATE TRIGGER identity_search_delete AFTER DELETE ON identities BEGIN
         INSERT INTO identity_search_words (identity_search_words, rowid, display_name, description)
             VALUES ('delete', OLD.rowid, OLD.display_name, OLD.description);
         INSERT INTO identity_search_names (identity_search_names, rowid, display_name)
             VALUES ('delete', OLD.rowid, OLD.display_name);
-        {sub_all}{sub_creator}
-    END""".format(
-        sub_all=_SQLITE_SUBTRACT.format(scope="''"), sub_creator=_SQLITE_SUBTRACT.format(scope="OLD.creator_id")
-    ),
+        UPDATE identity_counts SET n = n - 1 WHERE scope = '' AND status = OLD.status AND slot = substr(OLD.id, 1, 1);
+        UPDATE identity_counts SET n = n - 1
+            WHERE scope = OLD.creator_id AND status = OLD.status AND slot = substr(OLD.id, 1, 1);
+    END""",
     # Content never changes (it is the id), but the index must not depend on that.
     """CREATE TRIGGER identity_search_update_text AFTER UPDATE OF display_name, description ON identities BEGIN
         INSERT INTO identity_search_words (identity_search_words, rowid, display_name, description)
@@ -80,13 +76,14 @@ SQLITE_UPGRADE = [
     # An Admin's PATCH of status (issue 15) moves the identity from one count to another.
     """CREATE TRIGGER identity_counts_update AFTER UPDATE OF status, creator_id, id ON identities
     WHEN OLD.status IS NOT NEW.status OR OLD.creator_id IS NOT NEW.creator_id OR OLD.id IS NOT NEW.id BEGIN
-        {sub_all}{sub_creator}{add_all}{add_creator}
-    END""".format(
-        sub_all=_SQLITE_SUBTRACT.format(scope="''"),
-        sub_creator=_SQLITE_SUBTRACT.format(scope="OLD.creator_id"),
-        add_all=_SQLITE_ADD.format(scope="''"),
-        add_creator=_SQLITE_ADD.format(scope="NEW.creator_id"),
-    ),
+        UPDATE identity_counts SET n = n - 1 WHERE scope = '' AND status = OLD.status AND slot = substr(OLD.id, 1, 1);
+        UPDATE identity_counts SET n = n - 1
+            WHERE scope = OLD.creator_id AND status = OLD.status AND slot = substr(OLD.id, 1, 1);
+        INSERT INTO identity_counts (scope, status, slot, n) VALUES ('', NEW.status, substr(NEW.id, 1, 1), 1)
+            ON CONFLICT (scope, status, slot) DO UPDATE SET n = n + 1;
+        INSERT INTO identity_counts (scope, status, slot, n) VALUES (NEW.creator_id, NEW.status, substr(NEW.id, 1, 1), 1)
+            ON CONFLICT (scope, status, slot) DO UPDATE SET n = n + 1;
+    END""",
     # Backfill: the indexes from the rows already there.
     "INSERT INTO identity_search_words (identity_search_words) VALUES ('rebuild')",
     "INSERT INTO identity_search_names (identity_search_names) VALUES ('rebuild')",
@@ -105,9 +102,11 @@ _PG_CHANGE = """
     INSERT INTO identity_counts AS c (scope, status, slot, n) VALUES ('', {row}.status, left({row}.id, 1), {delta}),
         ({row}.creator_id, {row}.status, left({row}.id, 1), {delta})
     ON CONFLICT (scope, status, slot) DO UPDATE SET n = c.n + {delta};"""
+# Rows are locked in one order by every write: by status, then '' before the creator, so that two
+# transactions that move counts (a create, PATCHes of status either way) never wait on each other in a cycle.
 _PG_SUBTRACT = """
-    UPDATE identity_counts SET n = n - 1
-    WHERE scope IN ('', OLD.creator_id) AND status = OLD.status AND slot = left(OLD.id, 1);"""
+    UPDATE identity_counts SET n = n - 1 WHERE scope = '' AND status = OLD.status AND slot = left(OLD.id, 1);
+    UPDATE identity_counts SET n = n - 1 WHERE scope = OLD.creator_id AND status = OLD.status AND slot = left(OLD.id, 1);"""
 
 
 def _postgresql_upgrade(schema):
@@ -132,7 +131,12 @@ def _postgresql_upgrade(schema):
         f"""CREATE FUNCTION identity_counts_delete() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN {_PG_SUBTRACT} RETURN NULL; END $$""",
         f"""CREATE FUNCTION identity_counts_update() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN {_PG_SUBTRACT} {_PG_CHANGE.format(row="NEW", delta=1)} RETURN NULL; END $$""",
+        BEGIN
+            IF OLD.status <= NEW.status THEN {_PG_SUBTRACT} {_PG_CHANGE.format(row="NEW", delta=1)}
+            ELSE {_PG_CHANGE.format(row="NEW", delta=1)} {_PG_SUBTRACT}
+            END IF;
+            RETURN NULL;
+        END $$""",
         """CREATE TRIGGER identity_counts_insert AFTER INSERT ON identities
         FOR EACH ROW EXECUTE FUNCTION identity_counts_insert()""",
         """CREATE TRIGGER identity_counts_delete AFTER DELETE ON identities

@@ -26,6 +26,7 @@ def test_unknown_path_is_404_problem(client):
         ("POST", "/identity/did:identity:ipfs:x", {"GET", "HEAD", "OPTIONS", "PATCH"}),
         ("PUT", "/identities/x", {"GET", "HEAD", "OPTIONS", "PATCH"}),
         ("POST", "/changes", {"GET", "HEAD", "OPTIONS"}),
+        ("PATCH", "/identities/search", {"GET", "HEAD", "OPTIONS"}),  # the listing, not an identity "search"
         ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),
     ],
 )

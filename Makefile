@@ -41,6 +41,7 @@ lint: install
 bench: install
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/tail.py
 
 clean:

@@ -324,7 +324,8 @@ def machine():
             f"{wrk_version.split(' [')[0] or 'wrk'}, gunicorn {' '.join([*gunicorn_config(), *GUNICORN_FLAGS])}")
 
 
-GOALS = {"GET": 0.6, "POST": 0.5}
+# Through public APIs only, with rate limits, logs and metrics on (issue 12).
+GOALS = {"GET": 0.45, "POST": 0.40}
 
 
 def print_table(results):

@@ -7,8 +7,9 @@ import flask_smorest
 from flask import current_app, request
 from marshmallow import RAISE
 from webargs.flaskparser import FlaskParser, abort
+from werkzeug.routing import BaseConverter
 
-from . import curation, history, limits, metrics, readiness, service
+from . import browse, curation, history, limits, metrics, readiness, service
 from .auth import ADMIN_ONLY_DETAIL, CHALLENGE, UNAUTHORIZED_DETAIL, auth, current_caller
 from .docs import CHANGE_EXAMPLE, CONTENT_EXAMPLE, CREATE_EXAMPLE, ETAG_EXAMPLE, IDENTITY_EXAMPLE, PATCH_EXAMPLE
 from .errors import (
@@ -32,6 +33,8 @@ from .schemas import (
     ProblemSchema,
     StatusSchema,
     identity_create_schema,
+    identity_list_args_schema,
+    identity_page_schema,
     identity_patch_schema,
     identity_schema,
 )
@@ -113,6 +116,19 @@ def problem(status, description, example=None, **kwargs):
 
 blp = Blueprint("identities", __name__, description="Fetch and create Identity records.")
 
+
+class IdentityIdConverter(BaseConverter):
+    """The identity id of /identities/<identity_id>: any segment but `search`, the listing's own path.
+
+    Without it, PATCH /identities/search would reach the PATCH of an identity called "search" (and
+    answer 415 or 404) where the contract wants 405 with Allow: GET, HEAD, OPTIONS.
+    """
+
+    regex = r"(?!search(?![^/]))[^/]+"
+
+
+blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_id", IdentityIdConverter))
+
 API_KEY = [{"ApiKeyAuth": []}]
 IDENTITY_ID = {
     "in": "path",
@@ -157,7 +173,7 @@ RATELIMIT_HEADERS = {
 
 
 @blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
-@blp.route("/identities/<identity_id>", endpoint="get_identity_plural", parameters=[IDENTITY_ID])
+@blp.route("/identities/<identity_id:identity_id>", endpoint="get_identity_plural", parameters=[IDENTITY_ID])
 @auth.login_required
 @limits.reads
 @conditional
@@ -248,7 +264,8 @@ def create_identity(fields):
 
 @blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
 @blp.route(
-    "/identities/<identity_id>", methods=["PATCH"], endpoint="patch_identity_plural", parameters=[IDENTITY_ID]
+    "/identities/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity_plural",
+    parameters=[IDENTITY_ID],
 )
 @auth.login_required(role="Admin")
 @limits.creates
@@ -331,3 +348,27 @@ def readyz():
     except readiness.NotReady as not_ready:
         return problem_response(503, not_ready.detail, headers={"Retry-After": "5"})
     return {"status": "ok"}
+
+
+LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], "next": None}
+
+
+@blp.route("/identities", endpoint="list_identities")
+@blp.route("/identities/search", endpoint="search_identities")
+@auth.login_required
+@limits.reads
+@blp.doc(security=API_KEY)
+@blp.arguments(identity_list_args_schema, location="query", error_status_code=400, unknown=RAISE)
+@blp.response(200, identity_page_schema, example=LIST_EXAMPLE)
+@problem(
+    400,
+    "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names each parameter.",
+    example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 100."]}),
+)
+@problem(401, **UNAUTHORIZED)
+@problem(403, "Removed identities are listed only to an Admin key.")
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def list_identities(args):
+    """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default."""
+    return browse.list_identities(args, current_caller())

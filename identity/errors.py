@@ -87,6 +87,18 @@ class InvalidFields(ServiceError):
         self.errors = errors
 
 
+class InvalidParameters(ServiceError):
+    """Query parameters refused: unknown ones, or out-of-range values; `errors` maps each to its messages."""
+
+    status = 400
+
+    def __init__(self, messages):
+        errors = _flatten_messages(messages)
+        detail = "Invalid query parameters: " + ", ".join(sorted(errors)) + "."
+        super().__init__(detail, errors=errors)
+        self.errors = errors
+
+
 def problem_body(status, detail=None, **extra):
     """The problem details of an error response."""
     title = HTTP_STATUS_CODES.get(status, "Error")

@@ -137,6 +137,39 @@ class Identity(db.Model):
 
     creator: Mapped[User] = relationship(lazy="joined")
 
+    # The listing's orders (identity.browse): each sort key with the id as unique tie-breaker, alone,
+    # under a creator, and under a status, so that a page is read from an index in order.
+    __table_args__ = tuple(
+        Index(f"ix_identities_{scope}_{key}".replace("__", "_"), *columns, key, "id")
+        for key in ("created_at", "updated_at", "display_name", "num_positions")
+        for scope, columns in (("", ()), ("creator", ("creator_id",)), ("status", ("status",)))
+    )
+
+
+class IdentityCount(db.Model):
+    """How many identities there are per creator and status, kept by database triggers (migration 0002).
+
+    `scope` is a creator's user id, or "" for every creator; `slot` is the first character of the
+    identity's id, so that concurrent creates on PostgreSQL spread over sixteen rows instead of one.
+    A total is the sum of a few of these rows, whatever the number of identities.
+    """
+
+    __tablename__ = "identity_counts"
+
+    scope: Mapped[str] = mapped_column(String(36), primary_key=True)
+    status: Mapped[str] = mapped_column(String(32), primary_key=True)
+    slot: Mapped[str] = mapped_column(String(1), primary_key=True)
+    n: Mapped[int] = mapped_column(types.BigInteger)
+
+
+class ServiceSecret(db.Model):
+    """Secrets every worker and node must share, such as the key that signs listing cursors."""
+
+    __tablename__ = "service_secrets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(128))
+
 
 
 class Change(db.Model):

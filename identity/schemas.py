@@ -314,7 +314,7 @@ class ProblemSchema(Schema):
     errors = fields.Dict(
         keys=fields.String(),
         values=fields.List(fields.String()),
-        metadata={"description": "422 only: the messages for each invalid field."},
+        metadata={"description": "422 and a 400 for query parameters: the messages for each invalid field or parameter."},
     )
     identity_id = fields.String(
         metadata={
@@ -486,6 +486,123 @@ class ChangeFeedArgsSchema(Schema):
 # validate and serialize with the very same object; it also spares building a schema per request.
 identity_create_schema = IdentityCreateSchema()
 identity_schema = IdentitySchema()
+
+
+# --- Browse and search (identity.browse) ---------------------------------------------------------
+
+MAX_PAGE_ITEMS = 10_000  # page × limit; a cursor goes deeper
+SORT_KEYS = ("created_at", "updated_at", "display_name", "num_positions")
+STATUSES = ("pending", "complete", "removed", "error")
+# A request line must fit gunicorn's default limit (4094 bytes) even at its longest: q and displayName
+# of 100 astral characters, percent-encoded (1200 bytes each), and the cursor that carries both.
+MAX_SEARCH_LENGTH = 100
+MAX_CURSOR_LENGTH = 1400
+CURSOR_PATTERN = r"^[A-Za-z0-9_.-]+$"
+
+
+class SearchText(validate.Validator):
+    """1 to 100 characters as sent, no control characters (nor lone surrogates)."""
+
+    def __init__(self):
+        self.openapi_pattern = f"^[^{_control_class()}]{{1,{MAX_SEARCH_LENGTH}}}$"
+
+    def __call__(self, value):
+        if not 1 <= len(value) <= MAX_SEARCH_LENGTH:
+            raise ValidationError(f"Length must be between 1 and {MAX_SEARCH_LENGTH}.")
+        if _bad_characters(value):
+            raise ValidationError("Must not contain control characters.")
+        return value
+
+
+class IdentityListArgsSchema(Schema):
+    """The query parameters of GET /identities (and /identities/search)."""
+
+    class Meta:
+        unknown = RAISE
+
+    limit = fields.Integer(
+        strict=False,
+        validate=validate.Range(1, 100),
+        metadata={"description": "Items per page, 1 to 100 (default 20; with a cursor, the cursor's).", "example": 20},
+    )
+    page = fields.Integer(
+        validate=validate.Range(1, MAX_PAGE_ITEMS),
+        metadata={
+            "description": f"1-based page number (default 1); page × limit may not exceed {MAX_PAGE_ITEMS:,}. "
+            "Not with cursor: use the cursor to go deeper.",
+            "example": 1,
+        },
+    )
+    cursor = fields.String(
+        validate=[
+            validate.Length(1, MAX_CURSOR_LENGTH),
+            validate.Regexp(CURSOR_PATTERN, error="Not a cursor this service issued; use the next of a page."),
+        ],
+        metadata={
+            "pattern": CURSOR_PATTERN,
+            "description": "The `next` of a previous page: continues that listing (same filters and order) "
+            "exactly, however deep. Filters sent with it must equal the cursor's.",
+        },
+    )
+    sortBy = fields.String(
+        validate=validate.OneOf(SORT_KEYS),
+        metadata={"description": "Sort key (default created_at; with q, best match first)."},
+    )
+    direction = fields.String(
+        validate=validate.OneOf(("desc", "asc")), metadata={"description": "desc (default) or asc."}
+    )
+    creator = fields.String(
+        validate=validate.Regexp(WALLET_PATTERN, error="Not an Ethereum address: expected 0x and 40 hex digits."),
+        metadata={
+            "description": "A wallet address, in any case: only that creator's identities.",
+            "pattern": WALLET_PATTERN,
+            "example": "0xd8da6bf26964af9d7eed9e03e53415d37aa96045",
+        },
+    )
+    status = fields.String(
+        validate=validate.OneOf(STATUSES),
+        metadata={"description": "Only identities in this status; `removed` needs an Admin key."},
+    )
+    displayName = fields.String(
+        validate=SearchText(),
+        metadata={"description": "Case-insensitive substring of display_name (compared after NFC)."},
+    )
+    q = fields.String(
+        validate=SearchText(),
+        metadata={
+            "description": "Full-text search over display_name and description: every word must match the "
+            "start of a word, case and accents ignored. Without sortBy, best match first (display_name "
+            "matches before description matches, then newest first). A q without letters or digits filters nothing."
+        },
+    )
+
+    @validates_schema
+    def check_page_bounds(self, data, **kwargs):
+        page = data.get("page")
+        if page is None:
+            return
+        if "cursor" in data:
+            raise ValidationError("Send either page or cursor, not both.", "page")
+        limit = data.get("limit", 20)
+        if page * limit > MAX_PAGE_ITEMS:
+            raise ValidationError(
+                f"page × limit may not exceed {MAX_PAGE_ITEMS:,} (here {page * limit:,}); use cursor to go deeper.",
+                "page",
+            )
+
+
+class IdentityPageSchema(Schema):
+    page = fields.Integer(required=True, metadata={"minimum": 1})
+    limit = fields.Integer(required=True, metadata={"minimum": 1, "maximum": 100})
+    total = fields.Integer(required=True, metadata={"minimum": 0, "description": "Identities matching the filters."})
+    data = fields.List(fields.Nested(IdentitySchema), required=True)
+    next = fields.String(
+        required=True, allow_none=True, metadata={"description": "Cursor of the next page; null on the last page."}
+    )
+
+
+identity_list_args_schema = IdentityListArgsSchema()
+identity_page_schema = IdentityPageSchema()
 identity_patch_schema = IdentityPatchSchema()
 
 # Build check_normalizable's pattern now, with the app, rather than in the first request that needs it.

@@ -22,10 +22,11 @@ def test_unknown_path_is_404_problem(client):
     "method, path, allowed",
     [
         ("DELETE", "/identity", {"POST", "OPTIONS"}),
-        ("PUT", "/identities", {"POST", "OPTIONS"}),
+        ("PUT", "/identities", {"GET", "HEAD", "POST", "OPTIONS"}),  # GET lists them
         ("POST", "/identity/did:identity:ipfs:x", {"GET", "HEAD", "OPTIONS", "PATCH"}),
         ("PUT", "/identities/x", {"GET", "HEAD", "OPTIONS", "PATCH"}),
         ("POST", "/changes", {"GET", "HEAD", "OPTIONS"}),
+        ("PATCH", "/identities/search", {"GET", "HEAD", "OPTIONS"}),  # the listing, not an identity "search"
         ("POST", "/healthz", {"GET", "HEAD", "OPTIONS"}),
     ],
 )

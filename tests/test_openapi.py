@@ -31,6 +31,8 @@ CONTRACT_STATUSES = {
     ("/changes", "get"): {200, 400, 401, 429, 503},
     ("/identity", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
     ("/identities", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
+    ("/identities", "get"): {200, 400, 401, 403, 429, 503},
+    ("/identities/search", "get"): {200, 400, 401, 403, 429, 503},
     ("/healthz", "get"): {200},
     ("/readyz", "get"): {200, 503},
 }
@@ -184,6 +186,53 @@ def test_responses_of_the_service_are_valid_against_the_document(client, create,
     content = client.get(f"/identity/{identity_id}/content", headers={"x-api-key": user_key})
     assert validator(document, "IdentityContent").is_valid(content.get_json())
     for problem in (create({"display_name": ""}), create(body), client.get("/nope"), client.put("/identity")):
+        assert problem.mimetype == PROBLEM
+        assert validator(document, "Problem").is_valid(problem.get_json()), problem.get_json()
+
+
+LISTING_PARAMETERS = {"limit", "page", "cursor", "sortBy", "direction", "creator", "status", "displayName", "q"}
+
+
+@pytest.mark.parametrize("path", ["/identities", "/identities/search"])
+def test_listing_parameters_are_documented_with_their_constraints(document, path):
+    parameters = {p["name"]: p for p in document["paths"][path]["get"]["parameters"]}
+    assert set(parameters) == LISTING_PARAMETERS
+    assert all(p["in"] == "query" and not p.get("required") for p in parameters.values())
+    schemas = {name: p["schema"] for name, p in parameters.items()}
+    assert (schemas["limit"]["type"], schemas["limit"]["minimum"], schemas["limit"]["maximum"]) == ("integer", 1, 100)
+    assert (schemas["page"]["minimum"], schemas["page"]["maximum"]) == (1, 10_000)
+    assert "10,000" in parameters["page"]["description"]
+    assert schemas["sortBy"]["enum"] == ["created_at", "updated_at", "display_name", "num_positions"]
+    assert schemas["direction"]["enum"] == ["desc", "asc"]
+    assert schemas["status"]["enum"] == ["pending", "complete", "removed", "error"]
+    assert re.fullmatch(schemas["creator"]["pattern"], "0x" + "aB" * 20)
+    for name in ("q", "displayName"):
+        assert re.search(schemas[name]["pattern"], "x" * 100) and not re.search(schemas[name]["pattern"], "x" * 101)
+    assert schemas["cursor"]["maxLength"] == 1400
+
+
+def test_page_schema_lists_its_keys_and_items_are_identities(document):
+    operation = document["paths"]["/identities"]["get"]
+    schema = resolve(document, operation["responses"]["200"]["content"]["application/json"]["schema"])
+    assert set(schema["properties"]) == set(schema["required"]) == {"page", "limit", "total", "data", "next"}
+    assert schema["properties"]["data"]["items"] == {"$ref": "#/components/schemas/Identity"}
+    assert schema["properties"]["next"]["type"] == ["string", "null"]
+    page = jsonschema_rs.validator_for({**schema, "components": document["components"]})
+    assert page.is_valid(operation["responses"]["200"]["content"]["application/json"]["example"])
+
+
+def test_listing_responses_are_valid_against_the_document(client, create, user_key, document):
+    create({"display_name": "Listed one"})
+    create({"display_name": "Listed two"})
+    operation = document["paths"]["/identities"]["get"]
+    schema = resolve(document, operation["responses"]["200"]["content"]["application/json"]["schema"])
+    page = jsonschema_rs.validator_for({**schema, "components": document["components"]})
+    body = client.get("/identities?limit=1", headers={"x-api-key": user_key}).get_json()
+    assert page.is_valid(body) and body["next"]
+    last = client.get(f"/identities?cursor={body['next']}", headers={"x-api-key": user_key}).get_json()
+    assert page.is_valid(last) and last["next"] is None
+    for query in ("limit=0", "status=removed", "nope=1"):
+        problem = client.get(f"/identities?{query}", headers={"x-api-key": user_key})
         assert problem.mimetype == PROBLEM
         assert validator(document, "Problem").is_valid(problem.get_json()), problem.get_json()
 

@@ -7,12 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from flask_migrate import downgrade, upgrade
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from identity import create_app
+from identity import MIGRATIONS, create_app
 from identity.extensions import db
 from identity.models import MAX_UINT256, Identity, User
 from tests.conftest import make_app
@@ -29,9 +30,16 @@ def test_sqlite_runs_in_wal_with_foreign_keys_and_a_busy_timeout(app):
         assert db.session.execute(text("PRAGMA busy_timeout")).scalar() == app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"]
 
 
+def _not_a_search_index(name, type_, parent_names):
+    # The search indexes (migration 0002) are the database's own kind, which no model describes:
+    # SQLite FTS5 tables and their shadow tables, PostgreSQL GIN indexes on an expression or opclass.
+    return not (name or "").startswith("identity_search")
+
+
 def test_the_migration_builds_exactly_the_models_schema(app):
     with app.app_context(), db.engine.connect() as connection:
-        differences = compare_metadata(MigrationContext.configure(connection), db.metadata)
+        context = MigrationContext.configure(connection, opts={"include_name": _not_a_search_index})
+        differences = compare_metadata(context, db.metadata)
     assert differences == []
 
 
@@ -64,7 +72,8 @@ def test_nodes_that_upgrade_at_once_take_turns(empty_database_url):
         list(pool.map(lambda _: flask_cli(empty_database_url, "db", "upgrade"), range(3)))  # each must succeed
     engine = create_engine(empty_database_url)
     with engine.connect() as connection:
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0003"]
+        head = ScriptDirectory(MIGRATIONS).get_current_head()
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [head]
     engine.dispose()
 
 

@@ -1,7 +1,7 @@
 """The append-only log of creates and changes, with a `created` entry for every existing identity.
 
 Revision ID: 0003
-Revises: 0001
+Revises: 0002
 Create Date: 2026-11-22
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003"
-down_revision = "0001"
+down_revision = "0002"  # after browse and search (issue 14); written as 0001 before that was merged
 branch_labels = None
 depends_on = None
 

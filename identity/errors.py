@@ -4,7 +4,7 @@ import logging
 
 import flask_smorest
 from flask import current_app, json
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import InterfaceError, InternalError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.http import HTTP_STATUS_CODES
 
@@ -196,11 +196,20 @@ def handle_database_unavailable(error):
     return problem(503, "The database does not answer; try again shortly.", headers={"Retry-After": "1"})
 
 
+def handle_database_internal_error(error):
+    """A read-only PostgreSQL (a standby, default_transaction_read_only) refuses writes with SQLSTATE 25006,
+    which SQLAlchemy files under InternalError: unavailable for writes, as a read-only SQLite is."""
+    if getattr(error.orig, "sqlstate", None) == "25006":
+        return handle_database_unavailable(error)
+    raise error  # anything else is a failure of the service: Flask answers it as a 500
+
+
 def register_error_handlers(app):
     app.register_error_handler(ServiceError, handle_service_error)
     app.register_error_handler(IdentityExists, handle_identity_exists)
     # A lost connection, a locked or unreachable database: the request may be retried as it is.
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(InterfaceError, handle_database_unavailable)
+    app.register_error_handler(InternalError, handle_database_internal_error)
     # Every pooled connection stayed busy for IDENTITY_DB_POOL_TIMEOUT seconds: overloaded, not broken.
     app.register_error_handler(PoolTimeout, handle_database_unavailable)

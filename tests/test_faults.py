@@ -132,3 +132,38 @@ def test_readyz_is_503_on_a_schema_behind_the_latest_migration_and_200_after_the
     assert behind.status_code == 503
     assert "flask --app app db upgrade" in behind.get_json()["detail"]
     assert upgraded.status_code == 200
+
+
+@pytest.mark.postgresql_only
+def test_on_a_read_only_postgresql_reads_answer_200_and_creates_and_readyz_503(database_url, postgres_server):
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from identity import service
+
+    app = make_app(database_url)
+    with app.app_context():
+        key, _ = service.issue_key(ADMIN_WALLET, "Admin")
+    client = app.test_client()
+    headers = {"x-api-key": key}
+    identity_id = client.post("/identity", json={"display_name": "Kept"}, headers=headers).get_json()["identity_id"]
+    name = make_url(database_url).database
+    admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+        with app.app_context():
+            db.engine.dispose()  # new connections take the database's new default
+        read = client.get(f"/identity/{identity_id}", headers=headers)
+        create = client.post("/identity", json={"display_name": "Refused"}, headers=headers)
+        ready = client.get("/readyz")
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+        admin.dispose()
+        with app.app_context():
+            db.engine.dispose()
+    assert read.status_code == 200
+    assert create.status_code == 503
+    assert create.headers["Content-Type"] == "application/problem+json" and int(create.headers["Retry-After"]) > 0
+    assert ready.status_code == 503

@@ -21,10 +21,9 @@ from .errors import (
     problem_body,
 )
 from .errors import problem as problem_response
+from .fields import CONTENT_ID_PATTERN, IDENTITY_ID_PATTERN
 from .headers import conditional
 from .schemas import (
-    CONTENT_ID_PATTERN,
-    IDENTITY_ID_PATTERN,
     IMMUTABLE,
     ChangeFeedArgsSchema,
     ChangeFeedSchema,

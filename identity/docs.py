@@ -13,7 +13,8 @@ from flask import Blueprint
 
 from . import content
 from .auth import HEADER
-from .schemas import IdentityPatchSchema, IdentitySchema, documented_validators
+from .fields import documented_validators
+from .schemas import IdentityPatchSchema, IdentitySchema
 
 
 def init_app(app, api):

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from identity.schemas import UINT256_PATTERN, WHITE_SPACE_CLASS, IdentityCreateSchema, IdentityPatchSchema
+from identity.fields import UINT256_PATTERN, WHITE_SPACE_CLASS
+from identity.schemas import IdentityCreateSchema, IdentityPatchSchema
 from tests.test_create import CONTRACT_KEYS, USER_KEYS
 
 PROBLEM = "application/problem+json"

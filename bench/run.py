@@ -184,6 +184,22 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def wait_until_ready(process, url, log_path, name, timeout, ready=lambda: True):
+    """Poll `url`/readyz until it answers 200 and `ready()` holds; fail with the log's end if `process` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited:\n{log_path.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=5) as response:
+                if response.status == 200 and ready():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{name} did not become ready")
+
+
 def gunicorn_config():
     """The project's production gunicorn settings, when the repository has them."""
     return ["-c", "gunicorn.conf.py"] if (ROOT / "gunicorn.conf.py").exists() else []
@@ -210,18 +226,9 @@ class Server:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log,
                                             start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn for {self.name} exited:\n{self.log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=5) as response:
-                    if response.status == 200 and len(self.workers()) == 2:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"gunicorn for {self.name} did not become ready")
+        wait_until_ready(self.process, self.url, self.log_path, f"gunicorn for {self.name}", timeout,
+                         lambda: len(self.workers()) == 2)
+        return self
 
     def workers(self):
         pid = self.process.pid

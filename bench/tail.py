@@ -17,8 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,6 +39,7 @@ from bench.run import (  # noqa: E402 - the same seeding, servers and wrk runs a
     load,
     say,
     seed_through_the_project,
+    wait_until_ready,
     write_ids,
 )
 
@@ -70,18 +69,8 @@ class DefaultServer:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"], cwd=ROOT,
                                             env=env, stdout=log, stderr=log, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the default server exited:\n{self.log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=5) as response:
-                    if response.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("the default server did not become ready")
+        wait_until_ready(self.process, self.url, self.log_path, "the default server", timeout)
+        return self
 
     def worker_class(self):
         for line in self.log_path.read_text().splitlines():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import requests
 
-from tests.live import ROOT, free_port
+from tests.live import ROOT, free_port, wait_until_ready
 
 NGINX_SITE = ROOT / "deploy" / "nginx.conf"
 
@@ -118,18 +118,7 @@ class Nginx:
                 [binary, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
                 stdout=stderr, stderr=stderr, start_new_session=True,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("nginx exited: " + self.log())
-            try:
-                if requests.get(self.url + "/readyz", timeout=5).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("nginx did not become ready: " + self.log())
+        return wait_until_ready(self, "nginx", timeout)
 
     def log(self):
         logs = self.prefix / "logs"

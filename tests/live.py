@@ -84,19 +84,7 @@ class LiveServer:
         return self
 
     def wait_until_ready(self, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("gunicorn exited: " + self.log())
-            try:
-                if requests.get(self.url + "/readyz", timeout=5).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        log = self.log()
-        self.stop()
-        raise RuntimeError("gunicorn did not become ready: " + log)
+        return wait_until_ready(self, "gunicorn", timeout)
 
     def log(self):
         """The end of what gunicorn and the app wrote to stderr."""
@@ -127,6 +115,27 @@ class LiveServer:
     def stderr(self):
         path = self.output_dir / "stderr"
         return path.read_text(errors="replace") if path.exists() else ""
+
+
+def wait_until_ready(server, name, timeout=60):
+    """Poll `server.url` + /readyz until it answers 200, and return `server`.
+
+    `server` has `process`, `url`, `log()` and `stop()`: if its process exits, or the time runs out
+    (then it is stopped), the error carries the end of its log.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{name} exited: " + server.log())
+        try:
+            if requests.get(server.url + "/readyz", timeout=5).status_code == 200:
+                return server
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    log = server.log()
+    server.stop()
+    raise RuntimeError(f"{name} did not become ready: " + log)
 
 
 def start_all(servers, timeout=60):

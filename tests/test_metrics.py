@@ -45,7 +45,7 @@ def test_requests_are_counted_by_route_method_and_status(client, user_key):
         )
 
     assert delta(route=ROUTE, method="GET", status="404") == 3
-    assert delta(route="/identities/<identity_id>", method="GET", status="401") == 1
+    assert delta(route="/identities/<identity_id:identity_id>", method="GET", status="401") == 1
     # Unmatched paths share one label value: a scanner cannot grow the metrics without bound.
     assert delta(route="<unmatched>", method="GET", status="404") == 1
     assert not any("/no/such" in str(labels) for _, labels in after)

@@ -167,3 +167,60 @@ def test_on_a_read_only_postgresql_reads_answer_200_and_creates_and_readyz_503(d
     assert create.status_code == 503
     assert create.headers["Content-Type"] == "application/problem+json" and int(create.headers["Retry-After"]) > 0
     assert ready.status_code == 503
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB filesystem of its own (tmpfs), so that filling it fills no other disk. Mounting needs root,
+    which CI has; elsewhere the test is skipped and says why."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here (needs root): {mounted.stderr.decode().strip()}")
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def fill(directory):
+    """Write a file in `directory` until its filesystem has no byte left."""
+    with open(directory / "filler", "wb", buffering=0) as filler:  # unbuffered: nothing left to flush at close
+        for size in (65536, 1):
+            try:
+                while True:
+                    filler.write(b"\0" * size)
+            except OSError:
+                pass
+
+
+@pytest.mark.sqlite_only
+def test_on_a_full_disk_reads_answer_200_creates_503_and_readyz_says_why(database_path, small_disk, tmp_path):
+    database = small_disk / "identity.db"
+    database.write_bytes(database_path.read_bytes())
+    database_url = f"sqlite:///{database}"
+    key = issue(database_url, ADMIN_WALLET, "Admin")
+    server = LiveServer(database_url, workers=None, env={"IDENTITY_LAST_LOGIN_INTERVAL": "0"}, output_dir=tmp_path)
+    server.start()
+    try:
+        headers = {"x-api-key": key}
+        kept = requests.post(server.url + "/identity", json={"display_name": "Kept"}, headers=headers, timeout=10)
+        fill(small_disk)
+        # Creates until one fails: SQLite may still have room in pages it already holds.
+        creates = [
+            requests.post(server.url + "/identity", json={"display_name": f"Refused {n}"}, headers=headers, timeout=10)
+            for n in range(200)
+        ]
+        read = requests.get(f"{server.url}/identity/{kept.json()['identity_id']}", headers=headers, timeout=10)
+        ready = requests.get(server.url + "/readyz", timeout=10)
+    finally:
+        server.stop()
+    statuses = [create.status_code for create in creates]
+    assert kept.status_code == 201
+    assert 503 in statuses and set(statuses) <= {201, 503}, statuses
+    refused = creates[statuses.index(503)]
+    assert refused.headers["Content-Type"] == "application/problem+json" and int(refused.headers["Retry-After"]) > 0
+    assert read.status_code == 200
+    assert ready.status_code == 503 and "disk is full" in ready.json()["detail"]
+    messages = [line["message"] for line in log_lines(server.stderr()) if line["level"] == "WARNING"]
+    assert any(message.startswith("database unavailable: disk full") for message in messages), messages
+    assert any("last_login" in message and "disk full" in message for message in messages), messages

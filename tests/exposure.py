@@ -16,6 +16,7 @@ import requests
 from tests.live import ROOT, free_port, wait_until_ready
 
 NGINX_SITE = ROOT / "deploy" / "nginx.conf"
+NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
 
 
 class HeldClients:
@@ -92,7 +93,7 @@ class Nginx:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout=20):
-        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        binary = NGINX
         self.port = free_port()
         site = NGINX_SITE.read_text()
         site, listens = re.subn(r"listen 80;", f"listen 127.0.0.1:{self.port};", site)

@@ -220,7 +220,7 @@ def get_identity_content(identity_id):
 def _identity_or_404(identity_id):
     identity = service.get_identity(identity_id)
     if identity is None:
-        abort(404, message=NOT_FOUND)
+        raise IdentityNotFound()
     if identity["status"] == "removed":
         raise IdentityRemoved(identity_id)
     return identity
@@ -307,7 +307,7 @@ def identity_changes(identity_id):
     """An Identity's change history, oldest first."""
     entries = history.changes_of(identity_id, full=current_caller().role == "Admin")
     if entries is None:
-        abort(404, message=NOT_FOUND)
+        raise IdentityNotFound()
     return {"data": entries}
 
 

@@ -8,11 +8,11 @@ exactly one succeeds.
 
 from flask import current_app
 from sqlalchemy import bindparam, update
-from werkzeug.http import generate_etag
 
 from . import content, history
 from .errors import IdentityNotFound, PreconditionFailed
 from .extensions import write_transaction
+from .headers import body_etag
 from .models import utcnow
 from .schemas import identity_schema
 from .service import IDENTITIES, IDENTITIES_WITH_CREATOR, identity_record
@@ -36,9 +36,8 @@ _LOCKED_IDENTITY = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id == bin
 
 
 def representation_etag(identity):
-    """The strong ETag of the body GET serves for `identity`: a hash of its exact bytes, as
-    headers.conditional makes it."""
-    return generate_etag(current_app.json.response(identity_schema.dump(identity)).get_data())
+    """The ETag GET sends for `identity`: headers.body_etag of the very body it serves."""
+    return body_etag(current_app.json.response(identity_schema.dump(identity)).get_data())
 
 
 def update_identity(identity_id, changes, wallet, if_match=None):

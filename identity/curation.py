@@ -17,16 +17,21 @@ from .models import utcnow
 from .schemas import identity_schema
 from .service import IDENTITIES, IDENTITIES_WITH_CREATOR, identity_record
 
+
+def _as_is(value):
+    return value
+
+
 # The fields a change may name, and how the Identity object writes their values (the history keeps them so).
 EDITABLE = {
-    "status": None,
+    "status": _as_is,
     "vault_id": str,
-    "num_positions": None,
+    "num_positions": _as_is,
     "assets_sum": str,
     "conviction_sum": str,
     "conviction_price": str,
-    "corpora_id": None,
-    "semantic": None,
+    "corpora_id": _as_is,
+    "semantic": _as_is,
 }
 # The identity as GET reads it, and its row locked until the transaction ends (SQLite: no-op, its
 # write lock is the transaction's).
@@ -62,7 +67,7 @@ def update_identity(identity_id, changes, wallet, if_match=None):
         if if_match and not if_match.contains(representation_etag(identity)):
             raise PreconditionFailed()
         changed = {
-            name: {"before": (EDITABLE[name] or _as_is)(identity[name]), "after": (EDITABLE[name] or _as_is)(after)}
+            name: {"before": EDITABLE[name](identity[name]), "after": EDITABLE[name](after)}
             for name, after in changes.items()
             if identity[name] != after
         }
@@ -73,7 +78,3 @@ def update_identity(identity_id, changes, wallet, if_match=None):
             history.record_changed(session, identity_id, wallet, changed, at=now)
             identity.update(values, updated_at=now)
     return identity
-
-
-def _as_is(value):
-    return value

@@ -200,6 +200,18 @@ def wait_until_ready(process, url, log_path, name, timeout, ready=lambda: True):
     raise RuntimeError(f"{name} did not become ready")
 
 
+def stop_process_group(process, timeout=30):
+    """SIGTERM gunicorn's master and workers (a process group of their own); SIGKILL what outlives `timeout`."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
 def gunicorn_config():
     """The project's production gunicorn settings, when the repository has them."""
     return ["-c", "gunicorn.conf.py"] if (ROOT / "gunicorn.conf.py").exists() else []
@@ -250,14 +262,7 @@ class Server:
         return sizes
 
     def stop(self):
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+        stop_process_group(self.process)
 
 
 # -- load --------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ BENCH_TAIL_IDENTITIES (2000).
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from bench.run import (  # noqa: E402 - the same seeding, servers and wrk runs a
     load,
     say,
     seed_through_the_project,
+    stop_process_group,
     wait_until_ready,
     write_ids,
 )
@@ -79,13 +79,7 @@ class DefaultServer:
         return "?"
 
     def stop(self):
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        stop_process_group(self.process)
 
 
 def main():

@@ -1,0 +1,149 @@
+"""What every view module of the API shares: the blueprint, its body parser, and the documentation of
+responses that many routes give (401, 404, 429, 503 as problems)."""
+
+import json
+from decimal import Decimal
+
+import flask_smorest
+from webargs.flaskparser import FlaskParser, abort
+from werkzeug.routing import BaseConverter
+
+from ..auth import CHALLENGE, UNAUTHORIZED_DETAIL
+from ..docs import ETAG_EXAMPLE, IDENTITY_EXAMPLE
+from ..errors import PROBLEM_MIMETYPE, IdentityNotFound, IdentityRemoved, problem_body
+from ..fields import CONTENT_ID_PATTERN, IDENTITY_ID_PATTERN
+from ..schemas import ProblemSchema
+
+JSON_MIMETYPES = frozenset({"application/json"})
+# RFC 7396: a PATCH may say its body is a JSON merge patch, which for these flat objects is the same.
+MERGE_PATCH = "application/merge-patch+json"
+PATCH_MIMETYPES = JSON_MIMETYPES | {MERGE_PATCH}
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_int(digits):
+    # Python refuses to make an int of more than 4300 digits; such a number is still valid JSON
+    # (of the wrong type for every field), so it must reach validation rather than fail parsing.
+    return int(digits) if len(digits) <= 4000 else Decimal(digits)
+
+
+class BodyParser(FlaskParser):
+    """Bodies are JSON in UTF-8 under a JSON Content-Type, and nothing else.
+
+    webargs' own JSON loading reads a body without a JSON type as absent, and an empty body too;
+    here the first is a 415 and the second invalid JSON (400). NaN and Infinity are not JSON.
+    """
+
+    def load_json(self, req, schema):
+        allowed = PATCH_MIMETYPES if req.method == "PATCH" else JSON_MIMETYPES
+        if req.mimetype not in allowed:
+            abort(415, message=f"The body must be sent as Content-Type: {' or '.join(sorted(allowed))}.")
+        data = read_body(req)
+        if not data and req.method == "PATCH":
+            return {}  # a patch of nothing: refused as {} is, naming the body (422)
+        try:
+            return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant, parse_int=_parse_int)
+        except UnicodeDecodeError:
+            abort(400, message="The body is not valid UTF-8.")
+        except (ValueError, RecursionError):
+            abort(400, message="The body is not valid JSON.")
+
+
+def read_body(req):
+    """The request's body, at most MAX_CONTENT_LENGTH bytes (413 past that), however it is framed.
+
+    With a Content-Length, Werkzeug refuses a larger one before reading (413). A chunked body has
+    none; Werkzeug would cut it at the limit, silently, so it is read here from the server's stream
+    to one byte past the limit.
+    """
+    if req.content_length is not None or req.environ.get("HTTP_TRANSFER_ENCODING") is None:
+        return req.get_data(cache=True)
+    limit = req.max_content_length
+    try:
+        data = req.input_stream.read() if limit is None else req.input_stream.read(limit + 1)
+    except Exception:  # noqa: BLE001 - whatever the server's chunk decoder raises: the framing is broken
+        abort(400, message="The body's chunked transfer coding is malformed.")
+    if limit is not None and len(data) > limit:
+        abort(413, message=f"The body is larger than {limit} bytes.")
+    return data
+
+
+class Blueprint(flask_smorest.Blueprint):
+    """flask-smorest's Blueprint with the body parser above, through its ARGUMENTS_PARSER attribute."""
+
+    ARGUMENTS_PARSER = BodyParser()
+
+
+def problem(status, description, example=None, **kwargs):
+    """Document an error response of a view: problem details, as application/problem+json."""
+    return blp.alt_response(
+        status,
+        schema=ProblemSchema,
+        content_type=PROBLEM_MIMETYPE,
+        description=description,
+        example=example or problem_body(status, description),
+        **kwargs,
+    )
+
+
+blp = Blueprint("identities", __name__, description="Fetch and create Identity records.")
+
+
+class IdentityIdConverter(BaseConverter):
+    """The identity id of /identities/<identity_id>: any segment but `search`, the listing's own path.
+
+    Without it, PATCH /identities/search would reach the PATCH of an identity called "search" (and
+    answer 415 or 404) where the contract wants 405 with Allow: GET, HEAD, OPTIONS.
+    """
+
+    regex = r"(?!search(?![^/]))[^/]+"
+
+
+blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_id", IdentityIdConverter))
+
+API_KEY = [{"ApiKeyAuth": []}]
+IDENTITY_ID = {
+    "in": "path",
+    "name": "identity_id",
+    "required": True,
+    "description": "The identity_id: did:<namespace>:ipfs:<content_id>.",
+    "schema": {"type": "string", "pattern": IDENTITY_ID_PATTERN},
+    "example": IDENTITY_EXAMPLE["identity_id"],
+}
+UNAUTHORIZED = {
+    "description": "Missing, unknown or revoked API key; the response does not say which.",
+    "headers": {"WWW-Authenticate": {"schema": {"type": "string", "enum": [CHALLENGE]}}},
+    "example": problem_body(401, UNAUTHORIZED_DETAIL),
+}
+NOT_FOUND = IdentityNotFound.DETAIL
+GONE = {
+    "description": "The identity is in status removed; identity_id names it.",
+    "example": problem_body(410, IdentityRemoved.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
+}
+UNAVAILABLE = {
+    "description": "The database does not answer; try again shortly.",
+    "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
+}
+ETAG = {
+    "description": "The content_id, quoted.",
+    "schema": {"type": "string", "pattern": f'^"{CONTENT_ID_PATTERN}"$'},
+    "example": ETAG_EXAMPLE,
+}
+LOCATION = {"schema": {"type": "string", "pattern": "^/identity/" + IDENTITY_ID_PATTERN[1:]}}
+_STRING = {"schema": {"type": "string"}}
+ETAG_HEADERS = {
+    "ETag": {"description": "Strong tag of this exact body; send it back in If-None-Match.", **_STRING},
+    "Cache-Control": {"description": "private", **_STRING},
+}
+TOO_MANY = "This key's budget for the route is spent; retry after Retry-After seconds."
+RATELIMIT_HEADERS = {
+    "Retry-After": {"description": "Seconds until the budget is renewed.", **_STRING},
+    "X-RateLimit-Limit": {"description": "Requests allowed in the window.", **_STRING},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window.", **_STRING},
+    "X-RateLimit-Reset": {"description": "When the window ends, in Unix seconds.", **_STRING},
+}
+
+

@@ -1,0 +1,181 @@
+"""The identities: fetch, create, curate, list and search."""
+
+from flask import current_app, request
+from marshmallow import RAISE
+
+from .. import browse, curation, limits, metrics, service
+from ..auth import ADMIN_ONLY_DETAIL, auth, current_caller
+from ..docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, IDENTITY_EXAMPLE, PATCH_EXAMPLE
+from ..errors import IdentityExists, IdentityNotFound, IdentityRemoved, PreconditionFailed, problem_body
+from ..headers import conditional
+from ..schemas import (
+    IMMUTABLE,
+    IdentityContentSchema,
+    identity_create_schema,
+    identity_list_args_schema,
+    identity_page_schema,
+    identity_patch_schema,
+    identity_schema,
+)
+from .base import (
+    API_KEY,
+    ETAG,
+    ETAG_HEADERS,
+    GONE,
+    IDENTITY_ID,
+    LOCATION,
+    MERGE_PATCH,
+    NOT_FOUND,
+    RATELIMIT_HEADERS,
+    TOO_MANY,
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    blp,
+    problem,
+)
+
+
+@blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
+@blp.route("/identities/<identity_id:identity_id>", endpoint="get_identity_plural", parameters=[IDENTITY_ID])
+@auth.login_required
+@limits.reads
+@conditional
+@blp.doc(security=API_KEY)
+@blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
+@blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
+@problem(401, **UNAUTHORIZED)
+@problem(404, NOT_FOUND)
+@problem(410, **GONE)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def get_identity(identity_id):
+    """Fetch an Identity by its identity_id."""
+    return _identity_or_404(identity_id)
+
+
+@blp.route("/identity/<identity_id>/content", endpoint="get_identity_content", parameters=[IDENTITY_ID])
+@blp.route("/identities/<identity_id>/content", endpoint="get_identity_content_plural", parameters=[IDENTITY_ID])
+@auth.login_required
+@limits.reads
+@conditional
+@blp.doc(security=API_KEY)
+@blp.response(
+    200,
+    IdentityContentSchema,
+    description="The canonical bytes (RFC 8785) that the content_id is the CID of: "
+    "their CIDv1 (raw, sha2-256, base32) is the content_id, and `ipfs add --cid-version 1` gives the same.",
+    example=CONTENT_EXAMPLE,
+    headers={"ETag": ETAG, "Cache-Control": ETAG_HEADERS["Cache-Control"]},
+)
+@blp.alt_response(304, description="If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
+@problem(401, **UNAUTHORIZED)
+@problem(404, NOT_FOUND)
+@problem(410, **GONE)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def get_identity_content(identity_id):
+    """Fetch an Identity's content, byte for byte as its content_id hashes it."""
+    identity = _identity_or_404(identity_id)
+    return current_app.response_class(
+        service.canonical_content(identity), mimetype="application/json", headers={"ETag": f'"{identity["content_id"]}"'}
+    )
+
+
+def _identity_or_404(identity_id):
+    identity = service.get_identity(identity_id)
+    if identity is None:
+        raise IdentityNotFound()
+    if identity["status"] == "removed":
+        raise IdentityRemoved(identity_id)
+    return identity
+
+
+@blp.route("/identity", methods=["POST"], endpoint="create_identity")
+@blp.route("/identities", methods=["POST"], endpoint="create_identity_plural")
+@auth.login_required
+@limits.creates
+@blp.doc(security=API_KEY)
+@blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
+@blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
+@problem(400, "The body is not valid JSON or not UTF-8.")
+@problem(401, **UNAUTHORIZED)
+@problem(403, "A User key named another creator.")
+@problem(
+    409,
+    "The same content exists; identity_id names it and Location points at it.",
+    example=problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
+    headers={"Location": LOCATION},
+)
+@problem(413, "The body is larger than the limit (64 KiB by default).")
+@problem(415, "The body is not sent as application/json.")
+@problem(
+    422,
+    "Invalid or unknown fields, or a body that is not an object; errors names each field.",
+    example=problem_body(
+        422, "Invalid fields: display_name, nickname.",
+        errors={"display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]},
+    ),
+)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def create_identity(fields):
+    """Create an off-chain Identity."""
+    identity = service.create_identity(fields, current_caller())
+    metrics.count_identity_created()
+    return identity, 201, {"Location": f"/identity/{identity['identity_id']}"}
+
+
+@blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
+@blp.route(
+    "/identities/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity_plural",
+    parameters=[IDENTITY_ID],
+)
+@auth.login_required(role="Admin")
+@limits.creates
+@conditional
+@blp.doc(security=API_KEY)
+@blp.doc(requestBody={"content": {MERGE_PATCH: {"schema": identity_patch_schema, "example": PATCH_EXAMPLE}}})
+@blp.arguments(identity_patch_schema, example=PATCH_EXAMPLE)
+@blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
+@problem(400, "The body is not valid JSON or not UTF-8.")
+@problem(401, **UNAUTHORIZED)
+@problem(403, ADMIN_ONLY_DETAIL)
+@problem(404, NOT_FOUND)
+@problem(412, PreconditionFailed.DETAIL)
+@problem(413, "The body is larger than the limit (64 KiB by default).")
+@problem(415, "The body is not sent as application/json or application/merge-patch+json.")
+@problem(
+    422,
+    "A content field, an unknown field, an invalid value, or nothing to change; errors names each.",
+    example=problem_body(422, "Invalid fields: display_name.", errors={"display_name": [IMMUTABLE]}),
+)
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def patch_identity(changes, identity_id):
+    """Curate an Identity: its status and on-chain figures (Admin keys only; If-Match makes it conditional)."""
+    caller = current_caller()
+    return curation.update_identity(identity_id, changes, caller.wallet, if_match=request.if_match)
+
+
+LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], "next": None}
+
+
+@blp.route("/identities", endpoint="list_identities")
+@blp.route("/identities/search", endpoint="search_identities")
+@auth.login_required
+@limits.reads
+@blp.doc(security=API_KEY)
+@blp.arguments(identity_list_args_schema, location="query", error_status_code=400, unknown=RAISE)
+@blp.response(200, identity_page_schema, example=LIST_EXAMPLE)
+@problem(
+    400,
+    "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names each parameter.",
+    example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 100."]}),
+)
+@problem(401, **UNAUTHORIZED)
+@problem(403, "Removed identities are listed only to an Admin key.")
+@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def list_identities(args):
+    """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default."""
+    return browse.list_identities(args, current_caller())

@@ -193,6 +193,7 @@ def test_acknowledged_creates_survive_kill_9_of_every_node(database_url, admin_k
 
 
 @pytest.mark.postgresql_only
+@pytest.mark.serial
 @pytest.mark.skipif(not postgres.CTL, reason="set IDENTITY_TEST_POSTGRES_CTL to the test server's pg_ctl -D ... command")
 def test_a_database_outage_is_a_prompt_503_and_the_service_recovers_by_itself(nodes, admin_key):
     clients = Clients(nodes, admin_key)

@@ -76,7 +76,7 @@ def user_of(wallet):
 
 def list_keys(args):
     """The page of keys that query arguments `args` (KeyListArgsSchema) ask for, newest first."""
-    wallet = checksum_wallet(args["wallet"]) if "wallet" in args else None
+    wallet = checksum_wallet(args["wallet"].lower()) if "wallet" in args else None  # any case, as documented
     active = args.get("active")
     limit, page, after = args.get("limit", DEFAULT_LIMIT), args.get("page", 1), None
     if "cursor" in args:

@@ -46,6 +46,13 @@ WALLET = {
     "in": "path", "name": "wallet", "required": True, "description": "A wallet address, in any case.",
     "schema": {"type": "string", "pattern": r"^0x[0-9a-fA-F]{40}$"}, "example": _WALLET,
 }
+# OpenAPI links: what a client does next with the key a 201 issued.
+ISSUED_LINKS = {
+    "links": {
+        operation: {"operationId": operation, "parameters": {"key_id": "$response.body#/id"}}
+        for operation in ("getKey", "rotateKey", "revokeKey")
+    }
+}
 ADMIN_ONLY = "A User key (only Admin keys manage keys), or a read-only key asked to change something."
 ROTATED = "The key is revoked, expired, or rotated already (it works until its grace ends): nothing was issued."
 
@@ -127,7 +134,7 @@ def revoke_my_key():
 @blp.route("/keys", methods=["POST"], endpoint="create_key")
 @auth.login_required(role="Admin")
 @limits.creates
-@blp.doc(security=API_KEY, operationId="createKey")
+@blp.doc(security=API_KEY, operationId="createKey", responses={201: ISSUED_LINKS})
 @blp.arguments(KeyCreateSchema, example={"wallet": _WALLET, "scope": "read", "label": "status page"})
 @blp.response(
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The key, shown this once.",
@@ -177,7 +184,7 @@ def get_key(key_id):
 @blp.route("/keys/<key_id>/rotate", methods=["POST"], endpoint="rotate_key", parameters=[KEY_ID])
 @auth.login_required(role="Admin")
 @limits.creates
-@blp.doc(security=API_KEY, operationId="rotateKey")
+@blp.doc(security=API_KEY, operationId="rotateKey", responses={201: ISSUED_LINKS})
 @blp.arguments(KeyRotateSchema, example={"grace_seconds": 300})
 @blp.response(
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.",

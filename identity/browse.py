@@ -229,11 +229,12 @@ def _serializer():
     """Signs cursors with the secret that migration 0002 stored once for every worker and node."""
     cache = current_app.extensions.setdefault("identity.browse", {})
     if "serializer" not in cache:
-        cache["serializer"] = URLSafeSerializer(_cursor_secret(), salt=CURSOR_SALT)
+        cache["serializer"] = URLSafeSerializer(cursor_secret(), salt=CURSOR_SALT)
     return cache["serializer"]
 
 
-def _cursor_secret():
+def cursor_secret():
+    """The secret that signs cursors, shared by every worker and node through the database."""
     query = select(ServiceSecret.value).where(ServiceSecret.name == "cursor")
     value = db.session.execute(query).scalar()
     db.session.commit()

@@ -10,7 +10,7 @@ import click
 from flask.cli import with_appcontext
 
 from . import curation, service
-from .errors import IdentityNotFound
+from .errors import IdentityNotFound, ServiceError
 from .extensions import db
 from .schemas import STATUSES
 from .wallets import checksum_wallet
@@ -27,29 +27,49 @@ def keys():
 @keys.command("create")
 @click.option("--wallet", required=True, help="Ethereum address of the key's user.")
 @click.option("--role", type=click.Choice(service.ROLES), default=None, help="Role of a new user (default User), or the new role of a known one.")
+@click.option("--scope", type=click.Choice(service.SCOPES), default="write", show_default=True, help="read: the key may only read.")
+@click.option("--label", default=None, help="What the key is for (1 to 128 characters).")
+@click.option(
+    "--expires-in", type=click.IntRange(service.MIN_EXPIRES_IN, service.MAX_EXPIRES_IN), default=None, metavar="SECONDS",
+    help="Seconds until the key expires (60 to 10 years); default: never.",
+)
 @with_appcontext
-def create_key(wallet, role):
+def create_key(wallet, role, scope, label, expires_in):
     """Issue a key; it is printed once, alone on the last line."""
+    if label is not None and not 1 <= len(label) <= 128:
+        raise click.BadParameter("must be 1 to 128 characters.", param_hint="--label")
     try:
-        key, api_key = service.issue_key(wallet, role)
+        key, api_key = service.issue_key(wallet, role, scope=scope, label=label, expires_in=expires_in)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--wallet") from None
-    click.echo(f"Issued key {api_key.id} for {api_key.user.wallet} ({api_key.user.role}). It is shown once; store it now.", err=True)
+    click.echo(
+        f"Issued key {api_key.id} ({api_key.scope}) for {api_key.user.wallet} ({api_key.user.role}). "
+        "It is shown once; store it now.",
+        err=True,
+    )
     click.echo(key)
 
 
 @keys.command("list")
 @with_appcontext
 def list_keys():
-    """List keys without their secrets."""
+    """List keys without their secrets: scope, label, expiry and last use too."""
     rows = service.list_keys()
-    click.echo(f"{'id':36}  {'hint':9}  {'wallet':42}  {'role':5}  {'created_at':27}  revoked_at")
+    click.echo(
+        f"{'id':36}  {'hint':9}  {'wallet':42}  {'role':5}  {'scope':5}  {'label':20}  {'created_at':20}  "
+        f"{'expires_at':20}  {'last_used_at':20}  revoked_at"
+    )
     for api_key in rows:
-        revoked = api_key.revoked_at.strftime("%Y-%m-%dT%H:%M:%SZ") if api_key.revoked_at else "-"
+        label = (api_key.label or "-")[:20]
         click.echo(
-            f"{api_key.id:36}  {api_key.hint:9}  {api_key.user.wallet:42}  {api_key.user.role:5}  "
-            f"{api_key.created_at.strftime('%Y-%m-%dT%H:%M:%SZ'):27}  {revoked}"
+            f"{api_key.id:36}  {api_key.hint:9}  {api_key.user.wallet:42}  {api_key.user.role:5}  {api_key.scope:5}  "
+            f"{label:20}  {_moment(api_key.created_at):20}  {_moment(api_key.expires_at):20}  "
+            f"{_moment(api_key.last_used_at):20}  {_moment(api_key.revoked_at)}"
         )
+
+
+def _moment(value):
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else "-"
 
 
 @keys.command("revoke")
@@ -71,20 +91,25 @@ def revoke_key(key_id, wallet):
 
 @keys.command("rotate")
 @click.argument("key_id")
+@click.option(
+    "--grace", "grace_seconds", type=click.IntRange(0, service.MAX_GRACE_SECONDS), default=0, show_default=True,
+    metavar="SECONDS", help="Seconds the old key keeps working.",
+)
 @with_appcontext
-def rotate_key(key_id):
-    """Replace a key: issue a new one for the same user and revoke KEY_ID (see `keys list`).
+def rotate_key(key_id, grace_seconds):
+    """Replace a key: issue a new one for the same user, scope, label and expiry, and revoke KEY_ID
+    (see `keys list`), after --grace seconds.
 
-    The new key is printed once, alone on the last line. The old one is refused from the next
-    request on: by this process at once, by every other worker within IDENTITY_KEY_CACHE_SECONDS.
+    The new key is printed once, alone on the last line. Without a grace the old one is refused from
+    the next request on: by this process at once, by every other worker within IDENTITY_KEY_CACHE_SECONDS.
     """
     try:
-        key, api_key = service.rotate_key(key_id)
-    except ValueError as error:
+        key, api_key = service.rotate_key(key_id, grace_seconds)
+    except (ValueError, ServiceError) as error:
         raise click.BadParameter(str(error), param_hint="KEY_ID") from None
     click.echo(
-        f"Revoked key {key_id} and issued key {api_key.id} for {api_key.user.wallet} ({api_key.user.role}). "
-        "It is shown once; store it now.",
+        f"Revoked key {key_id}{f' (in {grace_seconds} s)' if grace_seconds else ''} and issued key {api_key.id} "
+        f"for {api_key.user.wallet} ({api_key.user.role}). It is shown once; store it now.",
         err=True,
     )
     click.echo(key)

@@ -32,6 +32,40 @@ class Forbidden(ServiceError):
     status = 403
 
 
+class ReadOnlyKey(Forbidden):
+    """A key of scope `read` asked to change something."""
+
+    DETAIL = (
+        "This API key is read-only (scope read): it may read, and revoke itself with DELETE /me/key, "
+        "but not change anything. Send a key of scope write; an Admin issues one with POST /keys."
+    )
+
+    def __init__(self):
+        super().__init__(self.DETAIL)
+
+
+class KeyNotFound(ServiceError):
+    status = 404
+    DETAIL = "No API key has this id; GET /keys lists them."
+
+    def __init__(self):
+        super().__init__(self.DETAIL)
+
+
+class UserNotFound(ServiceError):
+    status = 404
+    DETAIL = "No user has this wallet: a wallet becomes a user when it is issued a key or creates an identity."
+
+    def __init__(self):
+        super().__init__(self.DETAIL)
+
+
+class KeyNotLive(ServiceError):
+    """Only a live key, not rotated out already, can be rotated."""
+
+    status = 409
+
+
 class IdentityExists(ServiceError):
     """The content exists already; `identity_id` names the identity that holds it."""
 

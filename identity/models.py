@@ -103,9 +103,20 @@ class ApiKey(db.Model):
     # The first characters, enough to tell keys apart in `keys list` without revealing them.
     hint: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # In the future while a rotated-out key's grace lasts: it works until then.
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # `write` does what its user may; `read` may only read (and revoke itself).
+    scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
+    label: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Written at most once an IDENTITY_LAST_LOGIN_INTERVAL, with the user's last_login (identity.auth).
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The wallet of the key that issued it, or "cli".
+    created_by: Mapped[str] = mapped_column(String(42), default="cli", server_default="cli")
 
     user: Mapped[User] = relationship(back_populates="keys", lazy="joined")
+
+    __table_args__ = (Index("ix_api_keys_created_at_id", "created_at", "id"),)
 
 
 class Identity(db.Model):

@@ -1,18 +1,29 @@
 """The service's operations, shared by the HTTP views, the CLI and the Python API."""
 
+import logging
+import uuid
+from datetime import timedelta
+
 from flask import current_app
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from . import content, history
 from .auth import forget_keys
-from .errors import Forbidden, IdentityExists
+from .errors import Forbidden, IdentityExists, KeyNotFound, KeyNotLive
 from .extensions import db, write_transaction
 from .keys import new_api_key
 from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
 from .wallets import checksum_wallet
 
 ROLES = ("User", "Admin")
+SCOPES = ("write", "read")
+# Who issued or revoked a key on the command line, or through the Python API (identity.seed).
+CLI = "cli"
+MIN_EXPIRES_IN, MAX_EXPIRES_IN = 60, 10 * 365 * 86_400
+MAX_GRACE_SECONDS = 86_400
+# Every key event (issued, rotated, revoked) is a line here, with the key's id and the acting wallet; never the key.
+key_log = logging.getLogger("identity.keys")
 
 IDENTITIES = Identity.__table__
 USERS = User.__table__
@@ -114,25 +125,42 @@ def _refuse_known_content(session, content_id):
         raise IdentityExists(existing)
 
 
-def issue_key(wallet, role=None):
+def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, created_by=CLI):
     """Issue a key for `wallet`; returns (plaintext key, ApiKey).
 
     A new wallet becomes a user with `role` (default User); for a known one, a given role replaces its role.
+    `scope` is write or read; `expires_in` seconds (MIN_EXPIRES_IN to MAX_EXPIRES_IN) or None for no
+    expiry; `created_by` is the wallet of the issuing key, or "cli".
     """
     if role is not None and role not in ROLES:
         raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
+    if scope not in SCOPES:
+        raise ValueError(f"Unknown scope {scope!r}: choose one of {', '.join(SCOPES)}.")
+    if expires_in is not None and not MIN_EXPIRES_IN <= expires_in <= MAX_EXPIRES_IN:
+        raise ValueError(f"expires_in must be {MIN_EXPIRES_IN} to {MAX_EXPIRES_IN:,} seconds (10 years).")
     wallet = checksum_wallet(wallet)
+    now = utcnow()
+    expires_at = None if expires_in is None else now + timedelta(seconds=expires_in)
     with write_transaction() as session:
         user = _user_of_wallet(session, wallet, role or "User")
-        if role is not None and user["role"] != role:
-            session.execute(update(User).where(User.id == user["id"]).values(role=role, updated_at=utcnow()))
-        key, api_key = _add_key(session, user["id"])
+        role_changed = role is not None and user["role"] != role
+        if role_changed:
+            session.execute(update(User).where(User.id == user["id"]).values(role=role, updated_at=now))
+        key, api_key = _add_key(session, user["id"], now, scope, label, expires_at, created_by)
+    if role_changed:
+        key_log.info("user %s is now %s, by %s", wallet, role, created_by,
+                     extra={"wallet": wallet, "role": role, "acting_wallet": created_by})
+    key_log.info("key %s issued for %s by %s", api_key.id, wallet, created_by,
+                 extra={"key_id": api_key.id, "wallet": wallet, "acting_wallet": created_by, "scope": scope})
     return key, api_key
 
 
-def _add_key(session, user_id):
+def _add_key(session, user_id, now, scope="write", label=None, expires_at=None, created_by=CLI):
     key, key_hash = new_api_key()
-    api_key = ApiKey(user_id=user_id, key_hash=key_hash, hint=key[:9])
+    api_key = ApiKey(
+        id=new_id(), user_id=user_id, key_hash=key_hash, hint=key[:9], created_at=now,
+        scope=scope, label=label, expires_at=expires_at, created_by=created_by,
+    )
     session.add(api_key)
     return key, api_key
 
@@ -144,36 +172,83 @@ def list_keys():
     return keys
 
 
-def revoke_key(key_id=None, wallet=None):
-    """Revoke one key by id, or every live key of a wallet; returns how many were revoked."""
+def is_key_id(value):
+    """Whether `value` has the form of a key id (a UUID): no stored key has another, and PostgreSQL
+    refuses some strings (NUL) outright."""
+    try:
+        return str(uuid.UUID(value)) == value
+    except (TypeError, ValueError):
+        return False
+
+
+def live(now):
+    """The SQL condition of a key that works at `now`: not revoked (or within a rotation's grace), not expired."""
+    return and_(
+        or_(ApiKey.revoked_at.is_(None), ApiKey.revoked_at > now),
+        or_(ApiKey.expires_at.is_(None), ApiKey.expires_at > now),
+    )
+
+
+def revoke_key(key_id=None, wallet=None, by=CLI):
+    """Revoke one key by id, or every live key of a wallet, now; returns how many were revoked.
+
+    A key within a rotation's grace is revoked at once too.
+    """
     if (key_id is None) == (wallet is None):
         raise ValueError("Name either a key id or a wallet.")
+    if key_id is not None and not is_key_id(key_id):
+        return 0
+    now = utcnow()
     with write_transaction() as session:
-        query = select(ApiKey).where(ApiKey.revoked_at.is_(None))
+        query = select(ApiKey).where(live(now))
         if key_id is not None:
             query = query.where(ApiKey.id == key_id)
         else:
             query = query.join(User).where(User.wallet == checksum_wallet(wallet))
         keys = session.execute(query).scalars().all()
-        now = utcnow()
         for api_key in keys:
             api_key.revoked_at = now
     forget_keys()
+    for api_key in keys:
+        key_log.info("key %s revoked by %s", api_key.id, by, extra={"key_id": api_key.id, "acting_wallet": by})
     return len(keys)
 
 
-def rotate_key(key_id):
-    """Issue a new key for the user of live key `key_id` and revoke that key, in one transaction.
+def rotate_key(key_id, grace_seconds=0, by=CLI):
+    """Issue a new key for the user of live key `key_id`, with its scope, label and expiry, and revoke
+    that key after `grace_seconds` (0 to MAX_GRACE_SECONDS), in one transaction.
 
-    Returns (plaintext key, new ApiKey). Raises ValueError when no live key has that id.
+    Returns (plaintext key, new ApiKey). Raises KeyNotFound for an unknown id, KeyNotLive for a key
+    that is revoked, expired, or rotated already.
     """
+    if not 0 <= grace_seconds <= MAX_GRACE_SECONDS:
+        raise ValueError(f"grace_seconds must be 0 to {MAX_GRACE_SECONDS:,}.")
+    now = utcnow()
     with write_transaction() as session:
-        old = session.execute(
-            select(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
-        ).scalar_one_or_none()
+        old = None
+        if is_key_id(key_id):
+            old = session.execute(select(ApiKey).where(ApiKey.id == key_id)).scalar_one_or_none()
         if old is None:
-            raise ValueError(f"No live key has the id {key_id!r}.")
-        old.revoked_at = utcnow()
-        key, api_key = _add_key(session, old.user_id)
+            raise KeyNotFound()
+        _refuse_dead_key(old, now)
+        old.revoked_at = now + timedelta(seconds=grace_seconds)
+        # Rotation renews the secret, not the term: the new key expires when the old one would have.
+        key, api_key = _add_key(session, old.user_id, now, old.scope, old.label, old.expires_at, by)
     forget_keys()
+    key_log.info(
+        "key %s rotated by %s: replaced by key %s; it stops at %s", old.id, by, api_key.id, old.revoked_at.isoformat(),
+        extra={"key_id": old.id, "new_key_id": api_key.id, "acting_wallet": by, "grace_seconds": grace_seconds},
+    )
     return key, api_key
+
+
+def _refuse_dead_key(api_key, now):
+    if api_key.revoked_at is not None and api_key.revoked_at > now:
+        raise KeyNotLive(
+            f"This key was rotated already and stops at {api_key.revoked_at.isoformat()}; "
+            "rotate the key that replaced it instead."
+        )
+    if api_key.revoked_at is not None:
+        raise KeyNotLive("This key is revoked; issue a new one (POST /keys, or `flask keys create`).")
+    if api_key.expires_at is not None and api_key.expires_at <= now:
+        raise KeyNotLive("This key has expired; issue a new one (POST /keys, or `flask keys create`).")

@@ -36,6 +36,15 @@ CONTRACT_STATUSES = {
     ("/identities/search", "get"): {200, 400, 401, 403, 429, 503},
     ("/healthz", "get"): {200},
     ("/readyz", "get"): {200, 503},
+    ("/me", "get"): {200, 401, 429, 503},
+    ("/me/key/rotate", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
+    ("/me/key", "delete"): {204, 401, 429, 503},
+    ("/keys", "post"): {201, 400, 401, 403, 413, 415, 422, 429, 503},
+    ("/keys", "get"): {200, 400, 401, 403, 429, 503},
+    ("/keys/{key_id}", "get"): {200, 401, 403, 404, 429, 503},
+    ("/keys/{key_id}/rotate", "post"): {201, 400, 401, 403, 404, 409, 413, 415, 422, 429, 503},
+    ("/keys/{key_id}", "delete"): {204, 401, 403, 404, 429, 503},
+    ("/users/{wallet}", "get"): {200, 401, 404, 429, 503},
 }
 BIGINT_FIELDS = (
     "vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value",

@@ -99,7 +99,7 @@ def _identity_or_404(identity_id):
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
 @problem(400, "The body is not valid JSON or not UTF-8.")
 @problem(401, **UNAUTHORIZED)
-@problem(403, "A User key named another creator.")
+@problem(403, "A User key named another creator, or the key is read-only (scope read).")
 @problem(
     409,
     "The same content exists; identity_id names it and Location points at it.",
@@ -139,7 +139,7 @@ def create_identity(fields):
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
 @problem(400, "The body is not valid JSON or not UTF-8.")
 @problem(401, **UNAUTHORIZED)
-@problem(403, ADMIN_ONLY_DETAIL)
+@problem(403, "A User key (only Admin keys curate), or a read-only key (scope read).", example=problem_body(403, ADMIN_ONLY_DETAIL))
 @problem(404, NOT_FOUND)
 @problem(412, PreconditionFailed.DETAIL)
 @problem(413, "The body is larger than the limit (64 KiB by default).")

@@ -36,7 +36,7 @@ def create_app(config=None):
             tune_sqlite(db.engine, app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"])
     migrate.init_app(app, db, directory=MIGRATIONS)
 
-    api = ProblemApi(app)
+    api = ProblemApi(app, spec_kwargs=docs.spec_kwargs())
     api.register_default_problem()
     docs.init_app(app, api)
     api.register_blueprint(blp)

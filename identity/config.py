@@ -82,6 +82,8 @@ def settings_from_env(environ=None):
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",
+        # The document is served by the service it describes: its base is the one it was fetched from.
+        "API_SPEC_OPTIONS": {"servers": [{"url": "/", "description": "This service (the base /openapi.json was fetched from)."}]},
         "OPENAPI_URL_PREFIX": "/",
         "OPENAPI_JSON_PATH": "openapi.json",
         "OPENAPI_SWAGGER_UI_PATH": "docs",

@@ -47,6 +47,14 @@ def _log_level(environ, name, default):
     return level
 
 
+def database_url(raw):
+    """The SQLAlchemy URL of DATABASE_URL: `postgres://` and `postgresql://` (as hosting platforms and libpq
+    write them) name the psycopg 3 driver that the service installs."""
+    if raw.startswith(("postgres://", "postgresql://")):
+        return "postgresql+psycopg://" + raw.partition("://")[2]
+    return raw
+
+
 def settings_from_env(environ=None):
     """Return the Flask config mapping that the environment asks for."""
     environ = os.environ if environ is None else environ
@@ -55,7 +63,7 @@ def settings_from_env(environ=None):
         raise ValueError("IDENTITY_DID_NAMESPACE must be lower-case letters and digits")
     return {
         # A relative SQLite path is resolved by Flask-SQLAlchemy inside the instance folder.
-        "SQLALCHEMY_DATABASE_URI": environ.get("DATABASE_URL") or "sqlite:///identity.db",
+        "SQLALCHEMY_DATABASE_URI": database_url(environ.get("DATABASE_URL") or "sqlite:///identity.db"),
         "IDENTITY_DID_NAMESPACE": namespace,
         # Werkzeug refuses a larger body from its Content-Length, before reading it.
         "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),

@@ -150,6 +150,13 @@ def _flatten_messages(messages):
     return flat
 
 
+# A method a newcomer tries on a path that has others: the 405 says where that method goes.
+WRONG_METHOD_HINTS = {
+    ("GET", "/identity"): "GET /identity lists nothing: list identities with GET /identities, fetch one with "
+    "GET /identity/<identity_id>; POST /identity creates one.",
+}
+
+
 class ProblemApi(flask_smorest.Api):
     """flask-smorest's Api, answering every HTTP error as problem details, and documenting them so.
 
@@ -193,6 +200,13 @@ class ProblemApi(flask_smorest.Api):
             extra["errors"] = errors
         elif data.get("message"):
             detail = data["message"]
+        elif status == 413:
+            detail = (
+                f"The body is larger than this service's limit of {current_app.config['MAX_CONTENT_LENGTH']} bytes "
+                "(IDENTITY_MAX_BODY_BYTES); send a smaller one."
+            )
+        elif status == 405 and (request.method, request.path.rstrip("/")) in WRONG_METHOD_HINTS:
+            detail = WRONG_METHOD_HINTS[request.method, request.path.rstrip("/")]
         return problem(status, detail, headers, **extra)
 
 

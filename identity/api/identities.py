@@ -100,6 +100,8 @@ def _identity_or_404(identity_id):
 
 @blp.route("/identity", methods=["POST"], endpoint="create_identity")
 @alias("/identities", methods=["POST"], endpoint="create_identity_plural", of="/identity")
+@alias("/identity/", methods=["POST"], endpoint="create_identity_slash", of="/identity")
+@alias("/identities/", methods=["POST"], endpoint="create_identity_plural_slash", of="/identity")
 @auth.login_required
 @limits.creates
 @operation("createIdentity")
@@ -129,7 +131,7 @@ def _identity_or_404(identity_id):
 def create_identity(fields):
     """Create an off-chain Identity.
 
-    Also served at POST /identities.
+    Also served at POST /identities, and at both paths with a trailing slash.
     """
     identity = service.create_identity(fields, current_caller())
     metrics.count_identity_created()
@@ -176,6 +178,7 @@ LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], 
 
 @blp.route("/identities", endpoint="list_identities")
 @alias("/identities/search", endpoint="search_identities", of="/identities")
+@alias("/identities/", endpoint="list_identities_slash", of="/identities")
 @auth.login_required
 @limits.reads
 @operation("listIdentities")
@@ -193,6 +196,6 @@ LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], 
 def list_identities(args):
     """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default.
 
-    Also served at /identities/search, the name the hosted service used for searching.
+    Also served at /identities/search, the name the hosted service used for searching, and at /identities/.
     """
     return browse.list_identities(args, current_caller())

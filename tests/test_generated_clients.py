@@ -16,7 +16,6 @@ import sys
 
 import pytest
 import requests
-import yaml
 from openapi_spec_validator import validate
 
 from identity.seed import new_wallet
@@ -95,9 +94,9 @@ def test_redocly_lint_finds_no_error(document_path, npm_tools):
 
 
 def test_generated_python_client_runs_the_scenario(server, document_path, tmp_path):
-    config = tmp_path / "config.yaml"
+    config = tmp_path / "config.json"
     # No post hooks: the generated code is used as generated (the hooks would only reformat it).
-    config.write_text(yaml.safe_dump({"package_name_override": PACKAGE, "post_hooks": []}))
+    config.write_text(json.dumps({"package_name_override": PACKAGE, "post_hooks": []}))
     output = tmp_path / "generated" / PACKAGE
     run([
         str(BIN / "openapi-python-client"), "generate", "--path", str(document_path), "--config", str(config),

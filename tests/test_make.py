@@ -131,3 +131,13 @@ def test_make_dev_issues_a_first_key_and_logs_each_request_once_as_plain_json(ma
     assert "\x1b" not in output and "\\u001b" not in output
     assert len(listing) == 3, listing
     assert all(line["logger"] == "identity.access" for line in listing)
+
+
+def test_make_run_on_a_database_that_does_not_answer_says_why_in_one_line(tmp_path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'no-such-folder' / 'identity.db'}"}
+    result = subprocess.run(["make", "run", f"PORT={free_port()}"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("make: ")]
+    assert len(lines) == 1 and lines[0].startswith("Error: The database does not answer:"), result.stderr
+    assert "Traceback" not in result.stdout + result.stderr

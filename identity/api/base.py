@@ -147,6 +147,7 @@ def refuse_until_migrated():
     if request.endpoint not in SCHEMA_NOT_NEEDED:
         readiness.require_latest_schema()
 
+
 API_KEY = [{"ApiKeyAuth": []}]
 IDENTITY_ID = {
     "in": "path",

@@ -7,6 +7,7 @@ against that server using only generated code. The npm tools are pinned in tests
 package-lock.json and installed once (`npm ci`) into its node_modules, reused while the lock is unchanged.
 """
 
+import fcntl
 import hashlib
 import json
 import os
@@ -76,9 +77,12 @@ def npm_tools():
     lock = (TS / "package-lock.json").read_bytes()
     stamp = TS / "node_modules" / ".identity-lock-sha256"
     digest = hashlib.sha256(lock).hexdigest()
-    if not stamp.exists() or stamp.read_text() != digest:
-        run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS)
-        stamp.write_text(digest)
+    # One installer at a time, should several pytest processes (xdist) get here at once.
+    with open(TS / ".npm-ci.lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != digest:
+            run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS)
+            stamp.write_text(digest)
     return TS / "node_modules" / ".bin"
 
 

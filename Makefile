@@ -1,15 +1,16 @@
 # `make run` serves the service, `make test` runs the whole suite, `make bench` measures it against the
-# floor of the stack (see bench/run.py); each installs what it needs first.
+# floor of the stack (see bench/run.py); each installs what it needs first: serving installs
+# requirements.txt alone, testing, linting and benchmarking add requirements-dev.txt.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
-# Empty: gunicorn.conf.py decides (WEB_CONCURRENCY, else 2 x CPUs + 1).
+# Empty: gunicorn.conf.py decides (WEB_CONCURRENCY, else 1 with memory:// rate limits, one per core with shared ones).
 WORKERS ?=
 FLASK  := $(BIN)/flask --app app
 
-.PHONY: install run dev test lint bench upgrade clean
+.PHONY: install install-dev run dev test lint bench upgrade clean
 
 install: $(VENV)/.installed
 
@@ -20,25 +21,36 @@ $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
+install-dev: $(VENV)/.installed-dev
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+# First whether the database answers at all: one line saying why not, rather than Alembic's traceback.
 upgrade: install
+	@$(FLASK) check-database --connection-only >/dev/null
 	$(FLASK) db upgrade
 
+# exec: gunicorn takes the recipe shell's place, so a signal to make (kill, Ctrl-C) reaches gunicorn
+# itself and no server is left running behind a make that exited.
 run: upgrade
 	@$(FLASK) keys bootstrap --base-url http://$(HOST):$(PORT)
-	HOST=$(HOST) PORT=$(PORT) $(if $(WORKERS),WEB_CONCURRENCY=$(WORKERS)) $(BIN)/gunicorn -c gunicorn.conf.py app:app
+	exec env HOST=$(HOST) PORT=$(PORT) $(if $(WORKERS),WEB_CONCURRENCY=$(WORKERS)) $(BIN)/gunicorn -c gunicorn.conf.py app:app
 
 dev: upgrade
-	$(FLASK) run --debug --host $(HOST) --port $(PORT)
+	@$(FLASK) keys bootstrap --base-url http://$(HOST):$(PORT)
+	exec $(FLASK) run --debug --host $(HOST) --port $(PORT)
 
-test: install lint
+test: install-dev lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 
 # The floor's only extra, orjson, is pinned in requirements.txt (make test checks the floor too);
 # wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (quick run).
-bench: install
+bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/scale.py

@@ -204,6 +204,17 @@ def post_worker_init(worker):
     signal.signal(signal.SIGTERM, drain_then_stop)
 
 
+def worker_int(worker):
+    """On Ctrl-C (SIGINT) or the master's quick shutdown (SIGQUIT), gunicorn ends the worker by sys.exit
+    in a greenlet, which gevent's hub would print as a SystemExit traceback amid the JSON log lines. It
+    is the expected end of the worker: one log line says so, and the hub prints nothing more."""
+    worker.log.info("Worker stopping on SIGINT or SIGQUIT (pid: %s)", worker.pid)
+    if _under_gevent():
+        import gevent
+
+        gevent.get_hub().exception_stream = None
+
+
 def child_exit(server, worker):
     # A dead worker's counters stay (totals must not go down); its live gauges go.
     multiprocess.mark_process_dead(worker.pid)

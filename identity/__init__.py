@@ -14,8 +14,8 @@ def create_app(config=None):
 
     from . import docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
-    from .cli import backup, identities, keys
-    from .config import engine_options, settings_from_env
+    from .cli import backup, check_database, identities, keys
+    from .config import database_url, engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
 
@@ -25,7 +25,7 @@ def create_app(config=None):
     if config:
         app.config.update(config)
         if config.get("DATABASE_URL"):
-            app.config["SQLALCHEMY_DATABASE_URI"] = config["DATABASE_URL"]
+            app.config["SQLALCHEMY_DATABASE_URI"] = database_url(config["DATABASE_URL"])
     app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config))
 
     # First, so that nothing logs before the log lines are JSON.
@@ -36,7 +36,7 @@ def create_app(config=None):
             tune_sqlite(db.engine, app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"])
     migrate.init_app(app, db, directory=MIGRATIONS)
 
-    api = ProblemApi(app)
+    api = ProblemApi(app, spec_kwargs=docs.spec_kwargs())
     api.register_default_problem()
     docs.init_app(app, api)
     api.register_blueprint(blp)
@@ -47,5 +47,6 @@ def create_app(config=None):
     limits.init_app(app)
     app.cli.add_command(keys)
     app.cli.add_command(backup)
+    app.cli.add_command(check_database)
     app.cli.add_command(identities)
     return app

@@ -1,6 +1,7 @@
 """`flask keys ...`: issue, list, rotate and revoke API keys. `flask identities ...`: curate identities.
 `flask backup PATH`: copy the SQLite database."""
 
+import functools
 import os
 import sqlite3
 import tempfile
@@ -8,10 +9,13 @@ from pathlib import Path
 
 import click
 from flask.cli import with_appcontext
+from sqlalchemy.exc import DBAPIError
 
-from . import curation, service
+from . import curation, readiness, service
 from .errors import IdentityNotFound, ServiceError
 from .extensions import db
+from .faults import cause
+from .hints import flask_command
 from .schemas import STATUSES
 from .wallets import checksum_wallet
 
@@ -19,7 +23,44 @@ from .wallets import checksum_wallet
 CLI_WALLET = "cli"
 
 
+def require_database(connection_only=False):
+    """Stop the command with one line, and exit status 1, unless the database answers and (unless
+    `connection_only`) is at the latest migration."""
+    try:
+        if connection_only:
+            with db.engine.connect():
+                pass
+        else:
+            readiness.schema_state()
+    except DBAPIError as error:
+        raise click.ClickException(f"The database does not answer: {cause(error)}.") from None
+    except readiness.SchemaNotCurrent as not_current:
+        raise click.ClickException(not_current.detail) from None
+
+
+def needs_database(command):
+    """The command runs only on a database that answers and is at the latest migration (else one line, exit 1)."""
+
+    @functools.wraps(command)
+    def checked(*args, **kwargs):
+        require_database()
+        return command(*args, **kwargs)
+
+    return checked
+
+
+@click.command("check-database")
+@click.option("--connection-only", is_flag=True, help="Only whether the database answers (before `db upgrade`).")
+@with_appcontext
+def check_database(connection_only):
+    """Say in one line whether the database answers and is at the latest migration; exit 1 if not."""
+    require_database(connection_only)
+    click.echo("The database answers." if connection_only else "The database answers and is at the latest migration.")
+
+
 @click.group()
+@with_appcontext
+@needs_database
 def keys():
     """Issue, list, rotate and revoke API keys."""
 
@@ -125,7 +166,7 @@ DEVELOPMENT_WALLET = "0x1111111111111111111111111111111111111111"
 def bootstrap_key(wallet, base_url):
     """On a database with no keys, issue a first Admin key and show how to use it; else do nothing."""
     if service.list_keys():
-        click.echo("Keys exist already: `flask --app app keys create --wallet ADDRESS` issues another.", err=True)
+        click.echo(f"Keys exist already: `{flask_command('keys', 'create', '--wallet', 'ADDRESS')}` issues another.", err=True)
         return
     key, _ = service.issue_key(wallet, "Admin")
     click.echo(
@@ -141,6 +182,7 @@ def bootstrap_key(wallet, base_url):
 @click.command("backup")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @with_appcontext
+@needs_database
 def backup(path):
     """Write a consistent copy of the SQLite database to PATH, while the service runs.
 
@@ -195,6 +237,8 @@ def backup(path):
 
 
 @click.group()
+@with_appcontext
+@needs_database
 def identities():
     """Curate identities."""
 

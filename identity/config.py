@@ -47,6 +47,14 @@ def _log_level(environ, name, default):
     return level
 
 
+def database_url(raw):
+    """The SQLAlchemy URL of DATABASE_URL: `postgres://` and `postgresql://` (as hosting platforms and libpq
+    write them) name the psycopg 3 driver that the service installs."""
+    if raw.startswith(("postgres://", "postgresql://")):
+        return "postgresql+psycopg://" + raw.partition("://")[2]
+    return raw
+
+
 def settings_from_env(environ=None):
     """Return the Flask config mapping that the environment asks for."""
     environ = os.environ if environ is None else environ
@@ -55,7 +63,7 @@ def settings_from_env(environ=None):
         raise ValueError("IDENTITY_DID_NAMESPACE must be lower-case letters and digits")
     return {
         # A relative SQLite path is resolved by Flask-SQLAlchemy inside the instance folder.
-        "SQLALCHEMY_DATABASE_URI": environ.get("DATABASE_URL") or "sqlite:///identity.db",
+        "SQLALCHEMY_DATABASE_URI": database_url(environ.get("DATABASE_URL") or "sqlite:///identity.db"),
         "IDENTITY_DID_NAMESPACE": namespace,
         # Werkzeug refuses a larger body from its Content-Length, before reading it.
         "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),
@@ -82,6 +90,8 @@ def settings_from_env(environ=None):
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",
+        # The document is served by the service it describes: its base is the one it was fetched from.
+        "API_SPEC_OPTIONS": {"servers": [{"url": "/", "description": "This service (the base /openapi.json was fetched from)."}]},
         "OPENAPI_URL_PREFIX": "/",
         "OPENAPI_JSON_PATH": "openapi.json",
         "OPENAPI_SWAGGER_UI_PATH": "docs",

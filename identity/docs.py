@@ -9,18 +9,33 @@ from datetime import datetime
 from importlib.resources import files
 from types import SimpleNamespace
 
+from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint
 
 from . import content
 from .auth import HEADER
-from .fields import documented_validators
+from .fields import documented_validators, safe_integers
 from .schemas import IdentityPatchSchema, IdentitySchema
+
+
+class DocumentedFields(MarshmallowPlugin):
+    """apispec's marshmallow plugin, with this service's attribute functions added as it starts, before
+    flask-smorest converts its own schemas: the validators' patterns, and the 2^53 - 1 cap on integers."""
+
+    def init_spec(self, spec):
+        super().init_spec(spec)
+        self.converter.add_attribute_function(documented_validators)
+        self.converter.add_attribute_function(safe_integers)
+
+
+def spec_kwargs():
+    """The `spec_kwargs` of the app's flask_smorest.Api."""
+    return {"marshmallow_plugin": DocumentedFields()}
 
 
 def init_app(app, api):
     """Complete `api`'s document and serve the Swagger UI assets that /docs loads."""
     api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": HEADER})
-    api.ma_plugin.converter.add_attribute_function(documented_validators)
     # A patch must change something: the document says so, as the schema's validator does.
     api.spec.components.schema("IdentityPatch", {"minProperties": 1}, schema=IdentityPatchSchema)
     assets = Blueprint(

@@ -1,18 +1,21 @@
 """Every error leaves as RFC 9457 problem details; this module is the only place that shapes them."""
 
 import logging
+import re
 
 import flask_smorest
-from flask import current_app, json
+from flask import current_app, json, request
 from sqlalchemy.exc import InterfaceError, InternalError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.http import HTTP_STATUS_CODES
 
 from . import request_id
 from .faults import cause
+from .fields import IDENTITY_ID_PATTERN
 from .schemas import ProblemSchema
 
 PROBLEM_MIMETYPE = "application/problem+json"
+WELL_FORMED_IDENTITY_ID = re.compile(IDENTITY_ID_PATTERN)
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,18 @@ class IdentityNotFound(ServiceError):
 
     def __init__(self):
         super().__init__(self.DETAIL)
+
+
+def malformed_identity_id_detail(identity_id, namespace):
+    """What a 404 says when the id could never name an identity on this service (None when it could):
+    a UUID (the `id` field), a bare content_id or another namespace's DID is told what an identity_id is."""
+    if WELL_FORMED_IDENTITY_ID.match(identity_id) and identity_id.startswith(f"did:{namespace}:ipfs:"):
+        return None
+    return (
+        f"Not an identity_id of this service: an identity_id looks like did:{namespace}:ipfs:<content_id>, "
+        "the content_id being a CIDv1 of 59 characters starting bafkrei (the identity_id field of an Identity, "
+        "not its id)."
+    )
 
 
 class IdentityRemoved(ServiceError):
@@ -169,6 +184,13 @@ def _flatten_messages(messages):
     return flat
 
 
+# A method a newcomer tries on a path that has others: the 405 says where that method goes.
+WRONG_METHOD_HINTS = {
+    ("GET", "/identity"): "GET /identity lists nothing: list identities with GET /identities, fetch one with "
+    "GET /identity/<identity_id>; POST /identity creates one.",
+}
+
+
 class ProblemApi(flask_smorest.Api):
     """flask-smorest's Api, answering every HTTP error as problem details, and documenting them so.
 
@@ -212,11 +234,26 @@ class ProblemApi(flask_smorest.Api):
             extra["errors"] = errors
         elif data.get("message"):
             detail = data["message"]
+        elif status == 413:
+            detail = (
+                f"The body is larger than this service's limit of {current_app.config['MAX_CONTENT_LENGTH']} bytes "
+                "(IDENTITY_MAX_BODY_BYTES); send a smaller one."
+            )
+        elif status == 405 and (request.method, request.path.rstrip("/")) in WRONG_METHOD_HINTS:
+            detail = WRONG_METHOD_HINTS[request.method, request.path.rstrip("/")]
         return problem(status, detail, headers, **extra)
 
 
 def handle_service_error(error):
     return problem(error.status, error.detail, **error.extra)
+
+
+def handle_identity_not_found(error):
+    identity_id = (request.view_args or {}).get("identity_id")
+    detail = None
+    if identity_id is not None:
+        detail = malformed_identity_id_detail(identity_id, current_app.config["IDENTITY_DID_NAMESPACE"])
+    return problem(404, detail or error.detail, **error.extra)
 
 
 def handle_identity_exists(error):
@@ -241,6 +278,7 @@ def handle_database_internal_error(error):
 def register_error_handlers(app):
     app.register_error_handler(ServiceError, handle_service_error)
     app.register_error_handler(IdentityExists, handle_identity_exists)
+    app.register_error_handler(IdentityNotFound, handle_identity_not_found)
     # A lost connection, a locked or unreachable database: the request may be retried as it is.
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(InterfaceError, handle_database_unavailable)

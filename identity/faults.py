@@ -38,4 +38,7 @@ def cause(error):
         if sqlstate[:2] in _POSTGRES_CLASSES:
             return f"{_POSTGRES_CLASSES[sqlstate[:2]]} (SQLSTATE {sqlstate})"
         return f"SQLSTATE {sqlstate}"
-    return type(original).__name__
+    # A connection that failed has no SQLSTATE; libpq's first line names the host, the port and why:
+    # 'connection failed: connection to server at "10.0.0.5", port 5432 failed: Connection refused'.
+    first_line = str(original).strip().splitlines()[0] if str(original).strip() else ""
+    return f"{type(original).__name__}: {first_line}" if first_line else type(original).__name__

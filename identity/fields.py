@@ -21,8 +21,11 @@ CONTENT_ID_PATTERN = r"bafkrei[a-z2-7]{52}"  # unanchored: it appears inside ide
 IDENTITY_ID_PATTERN = rf"^did:[a-z0-9]+:ipfs:{CONTENT_ID_PATTERN}$"
 IDENTITY_HASH_PATTERN = r"^0x[0-9a-f]{64}$"
 WALLET_PATTERN = r"^0x[0-9a-fA-F]{40}$"
-# A one-case address needs no checksum; a mixed-case one must pass EIP-55, which no pattern can say.
-CREATOR_PATTERN = r"^0x([0-9a-f]{40}|[0-9A-F]{40})$"
+# A one-case address needs no checksum; a mixed-case one must pass EIP-55, which no pattern can say:
+# the pattern admits every case, and the service refuses a mixed-case address whose checksum fails (422).
+CREATOR_PATTERN = WALLET_PATTERN
+# The largest integer every JSON parser reads exactly (JavaScript's included): no integer field exceeds it.
+MAX_SAFE_INTEGER = 2**53 - 1
 MAX_URL_LENGTH = 2048
 
 # The characters Python's str.strip() removes (str.isspace()) and Unicode's control characters (Cc),
@@ -137,6 +140,14 @@ def documented_validators(converter, field, **kwargs):
     """apispec attribute function: the `openapi_pattern` of this module's validators goes into the document."""
     patterns = [v.openapi_pattern for v in field.validators if hasattr(v, "openapi_pattern")]
     return {"pattern": patterns[0]} if patterns else {}
+
+
+def safe_integers(converter, field, ret, **kwargs):
+    """apispec attribute function: an integer with no documented maximum gets MAX_SAFE_INTEGER, so that no
+    integer of the document (flask-smorest's own schemas included) goes past what JavaScript reads exactly."""
+    if isinstance(field, fields.Integer) and "maximum" not in ret:
+        return {"maximum": MAX_SAFE_INTEGER}
+    return {}
 
 
 class Text(fields.String):

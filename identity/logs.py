@@ -8,6 +8,7 @@ named by its route and its key's id.
 
 import logging
 import logging.config
+import re
 import time
 
 from flask import g, has_request_context, request
@@ -28,6 +29,23 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# werkzeug's request line: `127.0.0.1 - - [23/Nov/2026 18:40:00] "GET /healthz HTTP/1.1" 200 -`
+DEV_SERVER_REQUEST = re.compile(r'^\S+ - - \[[^\]]*\] "')
+
+
+class DevServerLines(logging.Filter):
+    """flask run's server (werkzeug): each request is logged once, by the app's access line, so werkzeug's
+    own request line is dropped; its other lines lose their terminal colours, raw escapes inside JSON."""
+
+    def filter(self, record):
+        message = ANSI_ESCAPE.sub("", record.getMessage()).rstrip("\n")
+        if DEV_SERVER_REQUEST.match(message):
+            return False
+        record.msg, record.args = message, ()
+        return True
+
+
 def json_formatter():
     """The formatter of every log line: time, level, logger, message, request_id, then any extras."""
     return OrjsonFormatter(
@@ -44,7 +62,7 @@ def logging_config(level="INFO"):
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": json_formatter}},
-        "filters": {"request_id": {"()": RequestIdFilter}},
+        "filters": {"request_id": {"()": RequestIdFilter}, "dev_server": {"()": DevServerLines}},
         "handlers": {
             "stdout": {**handler, "stream": "ext://sys.stdout"},
             "stderr": {**handler, "stream": "ext://sys.stderr"},
@@ -56,6 +74,12 @@ def logging_config(level="INFO"):
             # The app writes the access line (it knows the route and the key id); gunicorn's would
             # be a second, poorer line per request.
             "gunicorn.access": {"handlers": [], "propagate": False},
+            # Reading the schema's migration (readiness, the CLI's check) would log two lines of Alembic
+            # set-up each time; `flask db upgrade` configures Alembic's logging itself and shows its steps.
+            "alembic.runtime.migration": {"level": "WARNING"},
+            # flask run's development server: its request lines repeat the access line, and its own
+            # lines carry terminal colours (see DevServerLines).
+            "werkzeug": {"filters": ["dev_server"]},
         },
     }
 

@@ -10,6 +10,10 @@ names the fixtures it wants:
   (`"removed"` makes the identity answer 410 Gone), recorded in its history;
 - `identity_config`: settings for `identity_app`; override this fixture to change them.
 
+Rate limits are off in `identity_app` (budgets no test reaches), so a test may make as many requests
+as it likes; an `identity_config` that sets IDENTITY_RATELIMIT_READ or IDENTITY_RATELIMIT_CREATE
+turns that budget on, e.g. `{"IDENTITY_RATELIMIT_CREATE": "30/minute"}` to test a 429.
+
 The service is imported inside the fixtures, so a test run that uses none of them pays nothing.
 `pytest -p no:identity` turns the plugin off.
 """
@@ -21,11 +25,13 @@ from contextlib import contextmanager
 import pytest
 
 _DATABASE_SETTINGS = ("DATABASE_URL", "SQLALCHEMY_DATABASE_URI")
+# Rate limits off: budgets so large that no test reaches them. identity_config may set its own.
+RATE_LIMITS_OFF = {"IDENTITY_RATELIMIT_READ": "1000000000/second", "IDENTITY_RATELIMIT_CREATE": "1000000000/second"}
 
 
 @pytest.fixture
 def identity_config():
-    """Settings for `identity_app`, applied over the environment's and `TESTING = True`.
+    """Settings for `identity_app`, applied over the environment's, `TESTING = True` and rate limits off.
 
     Override it in your conftest.py or test module, e.g. to return
     `{"IDENTITY_DID_NAMESPACE": "acme"}`. The database is the plugin's: each test gets its own.
@@ -61,7 +67,7 @@ def identity_app(identity_config, _identity_template_database, tmp_path_factory)
         pytest.fail(f"identity_config may not set {', '.join(given)}: identity_app gives each test its own database.")
     path = tmp_path_factory.mktemp("identity") / "identity.db"
     shutil.copyfile(_identity_template_database, path)
-    app = create_app({"TESTING": True, **identity_config, "DATABASE_URL": f"sqlite:///{path}"})
+    app = create_app({"TESTING": True, **RATE_LIMITS_OFF, **identity_config, "DATABASE_URL": f"sqlite:///{path}"})
     yield app
     with app.app_context():
         db.engine.dispose()

@@ -13,14 +13,26 @@ from sqlalchemy.exc import DBAPIError
 from .errors import ServiceError
 from .extensions import NO_WAIT, WRITE, db, migrate
 from .faults import cause
+from .hints import upgrade_command
 
-UPGRADE = "run `flask --app app db upgrade`"
 # Below this much free space beside an SQLite file, creates are about to fail: not ready.
 MIN_FREE_BYTES = 1024 * 1024
 
 
 class NotReady(ServiceError):
     status = 503
+
+
+class SchemaNotCurrent(NotReady):
+    """The database's schema is not the one this code needs: an operator must migrate it, so a client
+    retrying gets nothing (no Retry-After)."""
+
+    def __init__(self, current, head):
+        state = f"it is at {', '.join(sorted(current))}" if current else "it was never migrated"
+        super().__init__(
+            f"The database is not at the latest migration ({', '.join(sorted(head))}): {state}. "
+            f"Run `{upgrade_command()}`."
+        )
 
 
 def _head():
@@ -45,13 +57,8 @@ def check():
     except DBAPIError as error:
         db.session.rollback()
         raise NotReady(f"The database does not answer: {cause(error)}.") from None
-    if not current:
-        raise NotReady(f"The database has no schema: {UPGRADE}.")
     if current != _head():
-        raise NotReady(
-            f"The database schema is at {', '.join(sorted(current))}, this code needs {', '.join(sorted(_head()))}: "
-            f"{UPGRADE}."
-        )
+        raise SchemaNotCurrent(current, _head())
     if read_only:
         raise NotReady("The database is read-only: creates would fail.")
     if db.engine.dialect.name == "sqlite":
@@ -92,3 +99,28 @@ def _check_sqlite_writes():
             raise NotReady(f"The database cannot take writes: {reason}.") from None
     finally:
         session.rollback()
+
+
+SCHEMA_CHECKED = "identity_schema_current"
+
+
+def schema_state():
+    """Raise SchemaNotCurrent unless the database's schema is at the latest migration (DBAPIError when
+    it does not answer)."""
+    with db.engine.connect() as connection:
+        current = frozenset(MigrationContext.configure(connection).get_current_heads())
+    if current != _head():
+        raise SchemaNotCurrent(current, _head())
+
+
+def require_latest_schema():
+    """Before a request: refuse it while the schema is not at the latest migration.
+
+    Once a process has seen the latest schema it trusts it (a schema is not downgraded under a running
+    service), so a request pays one dictionary look-up; until then each request checks, and the first
+    after `db upgrade` goes through.
+    """
+    if current_app.extensions.get(SCHEMA_CHECKED):
+        return
+    schema_state()
+    current_app.extensions[SCHEMA_CHECKED] = True

@@ -7,6 +7,7 @@ from .fields import (
     CREATOR_PATTERN,
     IDENTITY_HASH_PATTERN,
     IDENTITY_ID_PATTERN,
+    MAX_SAFE_INTEGER,
     MAX_URL_LENGTH,
     WALLET_PATTERN,
     BigInt,
@@ -70,8 +71,11 @@ class IdentityCreateSchema(Schema):
         allow_none=True,
         metadata={
             "description": "Ethereum address of the creator; defaults to the wallet of the calling key. "
-            "One-case hex, or mixed case passing its EIP-55 checksum. Only an Admin key may name another wallet.",
+            "One-case hex, or mixed case passing its EIP-55 checksum (a failing checksum is 422). Only an Admin key may name another wallet.",
             "pattern": CREATOR_PATTERN,
+            # What no pattern says: a mixed-case address passes its EIP-55 checksum (an annotation for
+            # tools that know it; tests/schemathesis_hooks.py teaches it to Schemathesis).
+            "format": "eip55-address",
             "example": "0xd8da6bf26964af9d7eed9e03e53415d37aa96045",
         },
     )
@@ -96,6 +100,9 @@ class UserSchema(Schema):
     role = fields.String(required=True, metadata={"enum": ["User", "Admin"]})
 
 
+STATUSES = ("pending", "complete", "removed", "error")
+
+
 class IdentitySchema(Schema):
     """Every key is always present, null where a value is absent."""
 
@@ -118,11 +125,11 @@ class IdentitySchema(Schema):
     creator = fields.Nested(UserSchema, required=True)
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
-    num_positions = fields.Integer(required=True, metadata={"minimum": 0, "format": "int64"})
+    num_positions = fields.Integer(required=True, metadata={"minimum": 0, "maximum": MAX_SAFE_INTEGER})
     assets_sum = BigInt(required=True)
     conviction_sum = BigInt(required=True)
     conviction_price = BigInt(required=True)
-    status = fields.String(required=True, metadata={"example": "complete"})
+    status = fields.String(required=True, metadata={"enum": list(STATUSES), "example": "complete"})
     isUser = fields.Boolean(attribute="is_user", required=True)
     user_conviction = BigInt(required=True)
     user_conviction_value = BigInt(required=True)
@@ -146,7 +153,7 @@ class ProblemSchema(Schema):
 
     type = fields.String(required=True, metadata={"example": "about:blank"})
     title = fields.String(required=True)
-    status = fields.Integer(required=True, metadata={"minimum": 400, "maximum": 599})
+    status = fields.Integer(required=True, metadata={"minimum": 100, "maximum": 599})
     detail = fields.String(required=True)
     errors = fields.Dict(
         keys=fields.String(),
@@ -162,8 +169,6 @@ class ProblemSchema(Schema):
     request_id = fields.String(metadata={"description": "5xx only: the request id that the logs carry."})
 
 
-STATUSES = ("pending", "complete", "removed", "error")
-MAX_INT64 = 2**63 - 1
 IMMUTABLE = "content is immutable: its id is its address; create a new identity"
 
 
@@ -178,7 +183,7 @@ class IdentityPatchSchema(Schema):
         metadata={"description": "removed: the identity answers 410 Gone until another status is set."},
     )
     vault_id = UInt256String(metadata={"description": "The on-chain atom's vault id."})
-    num_positions = WholeNumber(validate=validate.Range(0, MAX_INT64), metadata={"format": "int64"})
+    num_positions = WholeNumber(validate=validate.Range(0, MAX_SAFE_INTEGER))
     assets_sum = UInt256String()
     conviction_sum = UInt256String()
     conviction_price = UInt256String()
@@ -209,7 +214,7 @@ class ChangeSchema(Schema):
     """An entry of the change log. Entries of removed identities shown to a non-Admin key carry only
     seq, identity_id, at and kind."""
 
-    seq = fields.Integer(required=True, metadata={"minimum": 1, "format": "int64"})
+    seq = fields.Integer(required=True, metadata={"minimum": 1, "maximum": MAX_SAFE_INTEGER})
     identity_id = fields.String(required=True, metadata={"pattern": IDENTITY_ID_PATTERN})
     at = Timestamp(required=True)
     wallet = fields.String(
@@ -237,7 +242,7 @@ class ChangeListSchema(Schema):
 class ChangeFeedSchema(ChangeListSchema):
     next_after = fields.Integer(
         required=True,
-        metadata={"minimum": 0, "format": "int64", "description": "The `after` of the next poll."},
+        metadata={"minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": "The `after` of the next poll."},
     )
 
 
@@ -247,7 +252,7 @@ class ChangeFeedArgsSchema(Schema):
 
     after = fields.Integer(
         load_default=0,
-        validate=validate.Range(0, MAX_INT64),
+        validate=validate.Range(0, MAX_SAFE_INTEGER),
         metadata={"description": "Entries with a sequence number above this one (default 0)."},
     )
     limit = fields.Integer(
@@ -347,9 +352,11 @@ class IdentityListArgsSchema(Schema):
 
 
 class IdentityPageSchema(Schema):
-    page = fields.Integer(required=True, metadata={"minimum": 1})
+    page = fields.Integer(required=True, metadata={"minimum": 1, "maximum": MAX_PAGE_ITEMS})
     limit = fields.Integer(required=True, metadata={"minimum": 1, "maximum": 100})
-    total = fields.Integer(required=True, metadata={"minimum": 0, "description": "Identities matching the filters."})
+    total = fields.Integer(
+        required=True, metadata={"minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": "Identities matching the filters."}
+    )
     data = fields.List(fields.Nested(IdentitySchema), required=True)
     next = fields.String(
         required=True, allow_none=True, metadata={"description": "Cursor of the next page; null on the last page."}

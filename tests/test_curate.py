@@ -38,7 +38,7 @@ def fetch(client, key, identity_id, suffix=""):
 
 def test_admin_patch_changes_every_curated_field_and_returns_the_whole_identity(patch, identity, client, user_key):
     body = {
-        "status": "pending", "vault_id": str(MAX_UINT256), "num_positions": 2**63 - 1, "assets_sum": "12",
+        "status": "pending", "vault_id": str(MAX_UINT256), "num_positions": 2**53 - 1, "assets_sum": "12",
         "conviction_sum": "340282366920938463463374607431768211456", "conviction_price": "0",
         "corpora_id": "corpus-7", "semantic": "person",
     }
@@ -119,7 +119,7 @@ def test_a_content_field_is_422_content_is_immutable(patch, identity, field):
         ({"conviction_sum": "9" * 79}, "conviction_sum"),
         ({"conviction_price": None}, "conviction_price"),
         ({"num_positions": -1}, "num_positions"),
-        ({"num_positions": 2**63}, "num_positions"),
+        ({"num_positions": 2**53}, "num_positions"),
         ({"num_positions": "3"}, "num_positions"),
         ({"num_positions": 1.5}, "num_positions"),
         ({"num_positions": 1e300}, "num_positions"),

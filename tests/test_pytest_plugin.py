@@ -220,3 +220,39 @@ def test_the_documented_examples_run_as_an_outside_project(pytester):
 def test_the_embedding_page_shows_the_examples_exactly():
     blocks = re.findall(r"^```python\n(.*?)^```$", EMBEDDING_PAGE.read_text(), flags=re.MULTILINE | re.DOTALL)
     assert blocks == [example.read_text() for example in EXAMPLES]
+
+
+def test_rate_limits_are_off_in_the_plugins_app(pytester):
+    pytester.makepyfile(
+        """
+        def test_many_creates_with_one_key(identity_client, identity_api_key):
+            key = identity_api_key()
+            for n in range(60):
+                answer = identity_client.post("/identity", json={"display_name": f"N{n}"}, headers={"x-api-key": key})
+                assert answer.status_code == 201, (n, answer.get_json())
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_identity_config_turns_a_budget_on(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.fixture
+        def identity_config():
+            return {"IDENTITY_RATELIMIT_CREATE": "3/minute"}
+
+        def test_the_fourth_create_is_429(identity_client, identity_api_key):
+            key = identity_api_key()
+            answers = [
+                identity_client.post("/identity", json={"display_name": f"N{n}"}, headers={"x-api-key": key}).status_code
+                for n in range(4)
+            ]
+            assert answers == [201, 201, 201, 429]
+            # Reads stay off.
+            assert all(identity_client.get("/identities", headers={"x-api-key": key}).status_code == 200 for _ in range(200))
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)

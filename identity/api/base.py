@@ -5,9 +5,11 @@ import json
 from decimal import Decimal
 
 import flask_smorest
+from flask import request
 from webargs.flaskparser import FlaskParser, abort
 from werkzeug.routing import BaseConverter
 
+from .. import readiness
 from ..auth import CHALLENGE, UNAUTHORIZED_DETAIL
 from ..docs import ETAG_EXAMPLE, IDENTITY_EXAMPLE
 from ..errors import PROBLEM_MIMETYPE, IdentityNotFound, IdentityRemoved, problem_body
@@ -91,6 +93,36 @@ def problem(status, description, example=None, **kwargs):
 
 blp = Blueprint("identities", __name__, description="Fetch and create Identity records.")
 
+# Each alias rule the API serves, with the documented rule it serves the same as: {(rule, method): rule}.
+ALIASES = {}
+
+
+def alias(rule, *, endpoint, methods=("GET",), of):
+    """Serve `rule` with the view below it, as it serves `of`, and leave it out of the OpenAPI document.
+
+    The contract's plural paths and /identities/search behave exactly as the route they alias, so the
+    document names each operation once and a generated client has one method per operation. The rule
+    goes to Flask through Blueprint.record, the hook Flask's own add_url_rule uses; flask-smorest
+    documents only the rules given to blp.route. Put it right below that blp.route.
+    """
+
+    def decorate(view):
+        blp.record(lambda state: state.add_url_rule(rule, endpoint, view, methods=list(methods)))
+        ALIASES.update({(rule, method): of for method in methods})
+        return view
+
+    return decorate
+
+
+def operation(operation_id, *, security=None, parameters=None, **doc):
+    """The OpenAPI facts of a view: its stable operationId (the method name in generated clients), the
+    security it needs (an API key unless given), and header parameters such as If-None-Match."""
+    doc["operationId"] = operation_id
+    doc["security"] = API_KEY if security is None else security
+    if parameters:
+        doc["parameters"] = parameters
+    return blp.doc(**doc)
+
 
 class IdentityIdConverter(BaseConverter):
     """The identity id of /identities/<identity_id>: any segment but `search`, the listing's own path.
@@ -103,6 +135,18 @@ class IdentityIdConverter(BaseConverter):
 
 
 blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_id", IdentityIdConverter))
+
+
+# The routes that answer whatever the database's state: they report it.
+SCHEMA_NOT_NEEDED = frozenset({"identities.healthz", "identities.readyz"})
+
+
+@blp.before_request
+def refuse_until_migrated():
+    """A database not at the latest migration is a 503 naming the command that fixes it, on every route."""
+    if request.endpoint not in SCHEMA_NOT_NEEDED:
+        readiness.require_latest_schema()
+
 
 API_KEY = [{"ApiKeyAuth": []}]
 IDENTITY_ID = {
@@ -124,12 +168,30 @@ GONE = {
     "example": problem_body(410, IdentityRemoved.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
 }
 UNAVAILABLE = {
-    "description": "The database does not answer; try again shortly.",
+    "description": "The database does not answer (try again shortly), or its schema is not at the latest "
+    "migration (the detail gives the command that fixes it).",
     "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
 }
 ETAG = {
     "description": "The content_id, quoted.",
     "schema": {"type": "string", "pattern": f'^"{CONTENT_ID_PATTERN}"$'},
+    "example": ETAG_EXAMPLE,
+}
+IF_NONE_MATCH = {
+    "in": "header",
+    "name": "If-None-Match",
+    "required": False,
+    "description": "An ETag of an earlier answer: when it is still the current one, the answer is 304 with no body.",
+    "schema": {"type": "string"},
+    "example": ETAG_EXAMPLE,
+}
+IF_MATCH = {
+    "in": "header",
+    "name": "If-Match",
+    "required": False,
+    "description": "The ETag of the identity as last fetched: the change is made only if it is still current, "
+    "else 412 and nothing changes.",
+    "schema": {"type": "string"},
     "example": ETAG_EXAMPLE,
 }
 LOCATION = {"schema": {"type": "string", "pattern": "^/identity/" + IDENTITY_ID_PATTERN[1:]}}

@@ -7,21 +7,35 @@ from ..auth import auth, current_caller
 from ..docs import CHANGE_EXAMPLE
 from ..errors import IdentityNotFound, problem_body
 from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema
-from .base import API_KEY, IDENTITY_ID, NOT_FOUND, RATELIMIT_HEADERS, TOO_MANY, UNAUTHORIZED, UNAVAILABLE, blp, problem
+from .base import (
+    IDENTITY_ID,
+    NOT_FOUND,
+    RATELIMIT_HEADERS,
+    TOO_MANY,
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    alias,
+    blp,
+    operation,
+    problem,
+)
 
 
 @blp.route("/identity/<identity_id>/changes", endpoint="identity_changes", parameters=[IDENTITY_ID])
-@blp.route("/identities/<identity_id>/changes", endpoint="identity_changes_plural", parameters=[IDENTITY_ID])
+@alias("/identities/<identity_id>/changes", endpoint="identity_changes_plural", of="/identity/<identity_id>/changes")
 @auth.login_required
 @limits.reads
-@blp.doc(security=API_KEY)
+@operation("listIdentityChanges")
 @blp.response(200, ChangeListSchema, example={"data": [CHANGE_EXAMPLE]})
 @problem(401, **UNAUTHORIZED)
 @problem(404, NOT_FOUND)
 @problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
 def identity_changes(identity_id):
-    """An Identity's change history, oldest first."""
+    """An Identity's change history, oldest first.
+
+    Also served at /identities/{identity_id}/changes.
+    """
     entries = history.changes_of(identity_id, full=current_caller().role == "Admin")
     if entries is None:
         raise IdentityNotFound()
@@ -31,7 +45,7 @@ def identity_changes(identity_id):
 @blp.route("/changes", endpoint="change_feed")
 @auth.login_required
 @limits.reads
-@blp.doc(security=API_KEY)
+@operation("listChanges")
 @blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
 @blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
 @problem(

@@ -3,10 +3,11 @@
 from .. import readiness
 from ..errors import problem as problem_response
 from ..schemas import StatusSchema
-from .base import UNAVAILABLE, blp, problem
+from .base import UNAVAILABLE, blp, operation, problem
 
 
 @blp.route("/healthz")
+@operation("getHealth", security=[])
 @blp.response(200, StatusSchema, example={"status": "ok"})
 def healthz():
     """The process is alive."""
@@ -14,6 +15,7 @@ def healthz():
 
 
 @blp.route("/readyz")
+@operation("getReadiness", security=[])
 @blp.response(200, StatusSchema, example={"status": "ok"})
 @problem(503, **UNAVAILABLE)
 def readyz():
@@ -21,5 +23,7 @@ def readyz():
     try:
         readiness.check()
     except readiness.NotReady as not_ready:
-        return problem_response(503, not_ready.detail, headers={"Retry-After": "5"})
+        # Migrating is an operator's act, not a moment's wait: no Retry-After then.
+        retry = None if isinstance(not_ready, readiness.SchemaNotCurrent) else {"Retry-After": "5"}
+        return problem_response(503, not_ready.detail, headers=retry)
     return {"status": "ok"}

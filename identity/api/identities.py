@@ -18,29 +18,31 @@ from ..schemas import (
     identity_schema,
 )
 from .base import (
-    API_KEY,
     ETAG,
     ETAG_HEADERS,
     GONE,
     IDENTITY_ID,
+    IF_MATCH,
+    IF_NONE_MATCH,
     LOCATION,
-    MERGE_PATCH,
     NOT_FOUND,
     RATELIMIT_HEADERS,
     TOO_MANY,
     UNAUTHORIZED,
     UNAVAILABLE,
+    alias,
     blp,
+    operation,
     problem,
 )
 
 
 @blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
-@blp.route("/identities/<identity_id:identity_id>", endpoint="get_identity_plural", parameters=[IDENTITY_ID])
+@alias("/identities/<identity_id:identity_id>", endpoint="get_identity_plural", of="/identity/<identity_id>")
 @auth.login_required
 @limits.reads
 @conditional
-@blp.doc(security=API_KEY)
+@operation("getIdentity", parameters=[IF_NONE_MATCH])
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
 @blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
 @problem(401, **UNAUTHORIZED)
@@ -49,16 +51,19 @@ from .base import (
 @problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
 def get_identity(identity_id):
-    """Fetch an Identity by its identity_id."""
+    """Fetch an Identity by its identity_id.
+
+    Also served at /identities/{identity_id}.
+    """
     return _identity_or_404(identity_id)
 
 
 @blp.route("/identity/<identity_id>/content", endpoint="get_identity_content", parameters=[IDENTITY_ID])
-@blp.route("/identities/<identity_id>/content", endpoint="get_identity_content_plural", parameters=[IDENTITY_ID])
+@alias("/identities/<identity_id>/content", endpoint="get_identity_content_plural", of="/identity/<identity_id>/content")
 @auth.login_required
 @limits.reads
 @conditional
-@blp.doc(security=API_KEY)
+@operation("getIdentityContent", parameters=[IF_NONE_MATCH])
 @blp.response(
     200,
     IdentityContentSchema,
@@ -74,7 +79,10 @@ def get_identity(identity_id):
 @problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
 def get_identity_content(identity_id):
-    """Fetch an Identity's content, byte for byte as its content_id hashes it."""
+    """Fetch an Identity's content, byte for byte as its content_id hashes it.
+
+    Also served at /identities/{identity_id}/content.
+    """
     identity = _identity_or_404(identity_id)
     return current_app.response_class(
         service.canonical_content(identity), mimetype="application/json", headers={"ETag": f'"{identity["content_id"]}"'}
@@ -91,10 +99,12 @@ def _identity_or_404(identity_id):
 
 
 @blp.route("/identity", methods=["POST"], endpoint="create_identity")
-@blp.route("/identities", methods=["POST"], endpoint="create_identity_plural")
+@alias("/identities", methods=["POST"], endpoint="create_identity_plural", of="/identity")
+@alias("/identity/", methods=["POST"], endpoint="create_identity_slash", of="/identity")
+@alias("/identities/", methods=["POST"], endpoint="create_identity_plural_slash", of="/identity")
 @auth.login_required
 @limits.creates
-@blp.doc(security=API_KEY)
+@operation("createIdentity")
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
 @problem(400, "The body is not valid JSON or not UTF-8.")
@@ -119,22 +129,24 @@ def _identity_or_404(identity_id):
 @problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
 def create_identity(fields):
-    """Create an off-chain Identity."""
+    """Create an off-chain Identity.
+
+    Also served at POST /identities, and at both paths with a trailing slash.
+    """
     identity = service.create_identity(fields, current_caller())
     metrics.count_identity_created()
     return identity, 201, {"Location": f"/identity/{identity['identity_id']}"}
 
 
 @blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
-@blp.route(
+@alias(
     "/identities/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity_plural",
-    parameters=[IDENTITY_ID],
+    of="/identity/<identity_id>",
 )
 @auth.login_required(role="Admin")
 @limits.creates
 @conditional
-@blp.doc(security=API_KEY)
-@blp.doc(requestBody={"content": {MERGE_PATCH: {"schema": identity_patch_schema, "example": PATCH_EXAMPLE}}})
+@operation("updateIdentity", parameters=[IF_MATCH])
 @blp.arguments(identity_patch_schema, example=PATCH_EXAMPLE)
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
 @problem(400, "The body is not valid JSON or not UTF-8.")
@@ -152,7 +164,11 @@ def create_identity(fields):
 @problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
 def patch_identity(changes, identity_id):
-    """Curate an Identity: its status and on-chain figures (Admin keys only; If-Match makes it conditional)."""
+    """Curate an Identity: its status and on-chain figures (Admin keys only; If-Match makes it conditional).
+
+    The body is application/json; the same object sent as application/merge-patch+json (RFC 7396) is
+    accepted too. Also served at /identities/{identity_id}.
+    """
     caller = current_caller()
     return curation.update_identity(identity_id, changes, caller.wallet, if_match=request.if_match)
 
@@ -161,10 +177,11 @@ LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], 
 
 
 @blp.route("/identities", endpoint="list_identities")
-@blp.route("/identities/search", endpoint="search_identities")
+@alias("/identities/search", endpoint="search_identities", of="/identities")
+@alias("/identities/", endpoint="list_identities_slash", of="/identities")
 @auth.login_required
 @limits.reads
-@blp.doc(security=API_KEY)
+@operation("listIdentities")
 @blp.arguments(identity_list_args_schema, location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, identity_page_schema, example=LIST_EXAMPLE)
 @problem(
@@ -177,5 +194,8 @@ LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], 
 @problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
 def list_identities(args):
-    """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default."""
+    """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default.
+
+    Also served at /identities/search, the name the hosted service used for searching, and at /identities/.
+    """
     return browse.list_identities(args, current_caller())

@@ -421,6 +421,7 @@ class KeyCreateSchema(Schema):
         required=True,
         metadata={
             "pattern": CREATOR_PATTERN,
+            "format": "eip55-address",  # as creator's: a mixed-case address must pass its checksum
             "description": "The key's user; a wallet never seen before becomes a user.",
             "example": "0xd8da6bf26964af9d7eed9e03e53415d37aa96045",
         },

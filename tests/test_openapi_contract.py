@@ -19,6 +19,15 @@ OPERATION_IDS = {
     ("/changes", "get"): "listChanges",
     ("/healthz", "get"): "getHealth",
     ("/readyz", "get"): "getReadiness",
+    ("/me", "get"): "getMe",
+    ("/me/key/rotate", "post"): "rotateMyKey",
+    ("/me/key", "delete"): "revokeMyKey",
+    ("/keys", "post"): "createKey",
+    ("/keys", "get"): "listKeys",
+    ("/keys/{key_id}", "get"): "getKey",
+    ("/keys/{key_id}/rotate", "post"): "rotateKey",
+    ("/keys/{key_id}", "delete"): "revokeKey",
+    ("/users/{wallet}", "get"): "getUser",
 }
 MAX_SAFE_INTEGER = 2**53 - 1
 # EIP-55's own test vector: mixed case, valid checksum.

@@ -22,7 +22,7 @@ from ..schemas import (
     MeSchema,
     UserWithCountSchema,
 )
-from .base import API_KEY, RATELIMIT_HEADERS, TOO_MANY, UNAUTHORIZED, UNAVAILABLE, blp, problem
+from .base import RATELIMIT_HEADERS, TOO_MANY, UNAUTHORIZED, UNAVAILABLE, blp, operation, problem
 
 _AT = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
 _WALLET = "0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045"
@@ -92,7 +92,7 @@ READ_ONLY = problem_body(403, ReadOnlyKey.DETAIL)
 @blp.route("/me", endpoint="get_me")
 @auth.login_required
 @limits.reads
-@blp.doc(security=API_KEY, operationId="getMe")
+@operation("getMe")
 @blp.response(200, MeSchema, example=ME_EXAMPLE)
 @shared_problems
 def get_me():
@@ -103,7 +103,7 @@ def get_me():
 @blp.route("/me/key/rotate", methods=["POST"], endpoint="rotate_my_key")
 @auth.login_required
 @limits.creates
-@blp.doc(security=API_KEY, operationId="rotateMyKey")
+@operation("rotateMyKey")
 @blp.arguments(KeyRotateSchema, example={"grace_seconds": 300})
 @blp.response(201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.")
 @problem(403, "The calling key is read-only.", example=READ_ONLY)
@@ -122,7 +122,7 @@ def rotate_my_key(args):
 @blp.route("/me/key", methods=["DELETE"], endpoint="revoke_my_key")
 @auth.login_required
 @limits.creates
-@blp.doc(security=API_KEY, operationId="revokeMyKey")
+@operation("revokeMyKey")
 @blp.response(204, description="The calling key is revoked: it is refused from now on.")
 @shared_problems
 def revoke_my_key():
@@ -134,7 +134,7 @@ def revoke_my_key():
 @blp.route("/keys", methods=["POST"], endpoint="create_key")
 @auth.login_required(role="Admin")
 @limits.creates
-@blp.doc(security=API_KEY, operationId="createKey", responses={201: ISSUED_LINKS})
+@operation("createKey", responses={201: ISSUED_LINKS})
 @blp.arguments(KeyCreateSchema, example={"wallet": _WALLET, "scope": "read", "label": "status page"})
 @blp.response(
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The key, shown this once.",
@@ -153,7 +153,7 @@ def create_key(fields):
 @blp.route("/keys", endpoint="list_keys")
 @auth.login_required(role="Admin")
 @limits.reads
-@blp.doc(security=API_KEY, operationId="listKeys")
+@operation("listKeys")
 @blp.arguments(KeyListArgsSchema, location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, KeyPageSchema, example=PAGE_EXAMPLE)
 @problem(
@@ -171,7 +171,7 @@ def list_keys(args):
 @blp.route("/keys/<key_id>", endpoint="get_key", parameters=[KEY_ID])
 @auth.login_required(role="Admin")
 @limits.reads
-@blp.doc(security=API_KEY, operationId="getKey")
+@operation("getKey")
 @blp.response(200, KeySchema, example=KEY_EXAMPLE)
 @problem(403, ADMIN_ONLY_DETAIL)
 @problem(404, KeyNotFound.DETAIL)
@@ -184,7 +184,7 @@ def get_key(key_id):
 @blp.route("/keys/<key_id>/rotate", methods=["POST"], endpoint="rotate_key", parameters=[KEY_ID])
 @auth.login_required(role="Admin")
 @limits.creates
-@blp.doc(security=API_KEY, operationId="rotateKey", responses={201: ISSUED_LINKS})
+@operation("rotateKey", responses={201: ISSUED_LINKS})
 @blp.arguments(KeyRotateSchema, example={"grace_seconds": 300})
 @blp.response(
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.",
@@ -205,7 +205,7 @@ def rotate_key(args, key_id):
 @blp.route("/keys/<key_id>", methods=["DELETE"], endpoint="revoke_key", parameters=[KEY_ID])
 @auth.login_required(role="Admin")
 @limits.creates
-@blp.doc(security=API_KEY, operationId="revokeKey")
+@operation("revokeKey")
 @blp.response(204, description="The key is revoked (or was already): it is refused from now on.")
 @problem(403, ADMIN_ONLY, example=problem_body(403, ADMIN_ONLY_DETAIL))
 @problem(404, KeyNotFound.DETAIL)
@@ -219,7 +219,7 @@ def revoke_key(key_id):
 @blp.route("/users/<wallet>", endpoint="get_user", parameters=[WALLET])
 @auth.login_required
 @limits.reads
-@blp.doc(security=API_KEY, operationId="getUser")
+@operation("getUser")
 @blp.response(200, UserWithCountSchema, example=USER_EXAMPLE)
 @problem(404, UserNotFound.DETAIL)
 @shared_problems

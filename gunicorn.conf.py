@@ -175,6 +175,8 @@ def post_worker_init(worker):
     a few seconds), and only then is it told to stop. A client that came after SIGTERM sees its
     connection refused when the socket closes: it was never accepted.
     """
+    from identity import live  # the worker's app imported it already
+
     handler = signal.getsignal(signal.SIGTERM)
     draining = []
 
@@ -192,16 +194,23 @@ def post_worker_init(worker):
         draining.append(signum)
         for listener in worker.sockets:
             _refuse_new_connections(listener)
-        # Elsewhere than in the handler, which must not wait: under gevent it runs in the event loop,
-        # where only spawning a greenlet is allowed (gunicorn's gevent worker does the same).
-        if _under_gevent():
-            import gevent
-
-            gevent.spawn(stop_when_drained)
-        else:
-            threading.Thread(target=stop_when_drained, daemon=True).start()
+        # Open event streams and long polls end at once (their clients resume with Last-Event-ID), so
+        # that the stop waits on none of them.
+        _in_background(live.end_streams)
+        _in_background(stop_when_drained)
 
     signal.signal(signal.SIGTERM, drain_then_stop)
+
+
+def _in_background(function):
+    """Run `function` elsewhere than in a signal handler, which must not wait: under gevent it runs in the
+    event loop, where only spawning a greenlet is allowed (gunicorn's gevent worker does the same)."""
+    if _under_gevent():
+        import gevent
+
+        gevent.spawn(function)
+    else:
+        threading.Thread(target=function, daemon=True).start()
 
 
 def child_exit(server, worker):

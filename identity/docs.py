@@ -5,6 +5,7 @@ Swagger UI. Swagger UI's scripts and styles come from the installed flask-swagge
 served here, so the page needs no network but the service.
 """
 
+import json
 from datetime import datetime
 from importlib.resources import files
 from types import SimpleNamespace
@@ -63,4 +64,25 @@ CHANGE_EXAMPLE = {
     "wallet": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
     "kind": "changed",
     "fields": {"status": {"before": "complete", "after": "removed"}},
+}
+
+_EVENT_DATA = {key: CHANGE_EXAMPLE[key] for key in ("seq", "identity_id", "at", "wallet", "kind", "fields")}
+# The stream of feed=eventsource, as the 200 response's second media type. OpenAPI 3.1 has no schema
+# for the events of a stream (3.2's itemSchema); the description and the example say their shape, and
+# each event's data is a Change.
+EVENT_STREAM_DOC = {
+    "content": {
+        "text/event-stream": {
+            "schema": {
+                "type": "string",
+                "description": "feed=eventsource: Server-Sent Events. One event per entry, in sequence order: "
+                "`id:` the entry's seq (what Last-Event-ID sends back), `event: change`, `data:` the entry as a "
+                "Change object in JSON, on one line. A comment line (`: heartbeat`) every `heartbeat` "
+                "milliseconds. The stream ends after `timeout`, when given, when the key stops being valid, "
+                "and when the server shuts down; reconnect with Last-Event-ID.",
+            },
+            "example": ": ok\n\nid: 42\nevent: change\ndata: " + json.dumps(_EVENT_DATA, separators=(",", ":"))
+            + "\n\n: heartbeat\n\n",
+        }
+    }
 }

@@ -81,8 +81,8 @@ EVENT_STREAM_DOC = {
                 "milliseconds. The stream ends after `timeout`, when given, when the key stops being valid, "
                 "and when the server shuts down; reconnect with Last-Event-ID.",
             },
-            "example": ": ok\n\nid: 42\nevent: change\ndata: " + json.dumps(_EVENT_DATA, separators=(",", ":"))
-            + "\n\n: heartbeat\n\n",
+            "example": ": ok\nid: 42\nevent: change\ndata: " + json.dumps(_EVENT_DATA, separators=(",", ":"))
+            + "\n\n: heartbeat\n",
         }
     }
 }

@@ -122,7 +122,9 @@ class Follower:
     def events(self, until, heartbeat):
         """The event stream: the entries after the position as they commit, a comment every `heartbeat`
         seconds, until `until`, the key's revocation, or the server's shutdown."""
-        yield ": ok\n\n"  # the response's headers leave now, not with the first entry
+        # Comment lines without the blank line that would end an event: some clients (httpx-sse) would
+        # make an empty event of it. The first one sends the headers now, not with the first entry.
+        yield ": ok\n"
         next_beat = time.monotonic() + heartbeat
         try:
             while True:
@@ -134,7 +136,7 @@ class Follower:
                 if why in (CLOSED, REVOKED) or time.monotonic() >= until:
                     return
                 if why == TIME:
-                    yield ": heartbeat\n\n"
+                    yield ": heartbeat\n"
                     next_beat = time.monotonic() + heartbeat
         except SQLAlchemyError as error:
             # The headers are sent: the stream ends, and the client resumes with Last-Event-ID.

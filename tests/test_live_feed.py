@@ -136,7 +136,7 @@ def test_heartbeat_comments_keep_an_idle_stream_alive(app, client, admin_key):
 def test_stream_sends_entries_committed_while_it_is_open(app, client, admin_key):
     response = client.get("/changes?feed=eventsource&timeout=60000", headers=headers_of(admin_key), buffered=False)
     chunks = iter(response.response)
-    assert next(chunks).decode() == ": ok\n\n"
+    assert next(chunks).decode() == ": ok\n"
     created = create_many(app, 2, "while streaming")
     received = []
     while len(received) < 2:
@@ -228,7 +228,7 @@ def test_a_revoked_keys_stream_ends(app, client, issue_key):
     key = issue_key(ADMIN_WALLET, "Admin")
     response = client.get("/changes?feed=eventsource&heartbeat=1000", headers=headers_of(key), buffered=False)
     chunks = iter(response.response)
-    assert [next(chunks).decode() for _ in range(3)] == [": ok\n\n", ": heartbeat\n\n", ": heartbeat\n\n"]
+    assert [next(chunks).decode() for _ in range(3)] == [": ok\n", ": heartbeat\n", ": heartbeat\n"]
     with app.app_context():
         service.revoke_key(key_id=key_id_of(app, key))
     read_until_the_end(response, PUSHED_WITHIN)
@@ -243,7 +243,7 @@ def test_end_streams_ends_open_streams_and_answers_long_polls_at_once(app, clien
     waiting.start()
     wait_for_holder(app, key_id_of(app, admin_key))
     live.end_streams()
-    assert read_until_the_end(stream, 0.9) == [": ok\n\n"]  # before its first heartbeat
+    assert read_until_the_end(stream, 0.9) == [": ok\n"]  # before its first heartbeat
     waiting.join(PUSHED_WITHIN)
     assert answers[0].json == {"data": [], "next_after": 0}
 

@@ -37,6 +37,9 @@ def answer(args, last_event_id, caller):
     full = caller.role == "Admin"
     if feed == "normal":
         return history.feed(args["after"], args["limit"], full)
+    # The key's lookup left the request's session in a transaction: its connection goes back to the
+    # pool now, not when the long poll answers or the stream ends.
+    db.session.commit()
     hub = live.hub_of(current_app)
     release = hub.hold(caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
     if feed == "longpoll":

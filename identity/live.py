@@ -83,12 +83,15 @@ class Hub:
 
     def start(self):
         """Start watching, once; the first long poll or stream does it."""
+        if self.head is not None or self.closed:
+            return self
+        with self.app.app_context():  # outside the lock: clients of a started hub never wait for this
+            head = history.head()
+        url = make_url(self.app.config["SQLALCHEMY_DATABASE_URI"])
         with self.condition:
             if self.head is not None or self.closed:
                 return self
-            with self.app.app_context():
-                self.head = self.floor = history.head()
-                url = make_url(self.app.config["SQLALCHEMY_DATABASE_URI"])
+            self.head = self.floor = head
             if url.get_backend_name() == "postgresql":
                 target = self._listen_postgresql
                 args = (url.set(drivername="postgresql").render_as_string(hide_password=False),)

@@ -65,7 +65,8 @@ def key_id_of(app, key):
 
 def test_longpoll_answers_at_once_when_entries_exist(app, client, admin_key):
     created = create_many(app, 3)
-    page = client.get("/changes?feed=longpoll&after=1", headers=headers_of(admin_key)).json
+    first = seqs(client, admin_key)[0]
+    page = client.get(f"/changes?feed=longpoll&after={first}", headers=headers_of(admin_key)).json
     assert [entry["identity_id"] for entry in page["data"]] == created[1:]
     assert page["next_after"] == page["data"][-1]["seq"]
 
@@ -283,3 +284,19 @@ def test_waiting_clients_are_woken_by_one_fetch_not_one_query_each(app, client, 
         event.remove(engine, "before_cursor_execute", count_reads_of_the_log)
     assert received == [str(seqs(client, admin_key)[0])] * streams
     assert 1 <= len(reads) < streams // 2
+
+
+@pytest.mark.parametrize(
+    # No key cache: each stream's key is looked up, in its request's session.
+    "app_config", [{"IDENTITY_DB_POOL_SIZE": 2, "IDENTITY_DB_MAX_OVERFLOW": 0, "IDENTITY_DB_POOL_TIMEOUT": 1,
+                    "IDENTITY_KEY_CACHE_SECONDS": 0}],
+)
+def test_open_streams_hold_no_pooled_connection(client, admin_key):
+    streams = [client.get("/changes?feed=eventsource", headers=headers_of(admin_key), buffered=False)
+               for _ in range(6)]
+    for stream in streams:
+        assert next(iter(stream.response)) == b": ok\n"
+    # Three times the pool: a stream that kept its connection would leave this read none (503).
+    assert client.get("/changes?limit=1", headers=headers_of(admin_key)).status_code == 200
+    for stream in reversed(streams):  # last opened first: they share this thread's context stack
+        stream.close()

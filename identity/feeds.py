@@ -14,7 +14,7 @@ from flask import current_app, request, stream_with_context
 from sqlalchemy.exc import SQLAlchemyError
 
 from . import history, live
-from .auth import HEADER, verify_api_key
+from .auth import HEADER
 from .extensions import db
 from .schemas import ChangeSchema
 
@@ -22,9 +22,6 @@ log = logging.getLogger(__name__)
 
 EVENT_STREAM = "text/event-stream"
 LONGPOLL_TIMEOUT_MS = 30_000
-# How often a waiting client's key is checked again (through the key cache): a revoked or expired key's
-# stream ends within IDENTITY_KEY_CACHE_SECONDS and this.
-KEY_CHECK_SECONDS = 1.0
 # Why a wait ended.
 ENTRY, TIME, CLOSED, REVOKED = "entry", "time", "closed", "revoked"
 
@@ -41,7 +38,7 @@ def answer(args, last_event_id, caller):
     # pool now, not when the long poll answers or the stream ends.
     db.session.commit()
     hub = live.hub_of(current_app)
-    release = hub.hold(caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
+    release = hub.hold(request.headers[HEADER], caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
     if feed == "longpoll":
         try:
             follower = Follower(hub, args["after"], args["limit"], full, caller)
@@ -80,9 +77,7 @@ class Follower:
 
     def __init__(self, hub, position, limit, full, caller):
         self.hub, self.position, self.limit, self.full = hub, position, limit, full
-        self.key = request.headers.get(HEADER)
         self.key_id = caller.key_id
-        self.key_checked = time.monotonic()
 
     def next_entries(self):
         """The (Entry, status) pairs after the position, at most `limit`; moves the position past them."""
@@ -96,22 +91,15 @@ class Follower:
     def wait(self, until):
         """Wait for an entry after the position until `until` (monotonic); returns why the wait ended."""
         while True:
-            now = time.monotonic()
-            if now - self.key_checked >= KEY_CHECK_SECONDS:
-                if not self._key_is_valid():
-                    return REVOKED
-                self.key_checked = now
             if self.hub.closed:
                 return CLOSED
-            if now >= until:
+            if self.key_id in self.hub.revoked:  # the hub checks the keys of the clients it holds
+                return REVOKED
+            remaining = until - time.monotonic()
+            if remaining <= 0:
                 return TIME
-            if self.hub.wait(self.position, min(until, self.key_checked + KEY_CHECK_SECONDS) - now):
+            if self.hub.wait(self.position, remaining, self.key_id):
                 return ENTRY
-
-    def _key_is_valid(self):
-        caller = verify_api_key(self.key)
-        db.session.commit()  # a lookup leaves no connection held while the client waits
-        return caller is not None and caller.key_id == self.key_id
 
     def longpoll(self, seconds):
         """The page after the position; when there is none, the first that commits within `seconds`."""

@@ -31,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from . import history
+from .auth import verify_api_key
 from .errors import TooManyStreams
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ BATCH = 500
 LISTEN_SECONDS = 1.0
 # After a failure, the watcher tries again after this long, doubled up to the second figure.
 RETRY_SECONDS = (0.5, 10.0)
+# How often the keys of the open streams and long polls are checked again (through auth's key cache):
+# a revoked or expired key's clients are let go within IDENTITY_KEY_CACHE_SECONDS and this.
+KEY_CHECK_SECONDS = 1.0
 
 # Every hub of this process, for end_streams.
 _hubs = weakref.WeakSet()
@@ -77,6 +81,9 @@ class Hub:
         self.seqs = []
         self.status = {}  # identity_id -> its current status, for the buffered entries' identities
         self.holders = {}  # key id -> streams and long polls it holds open
+        self.keys = {}  # key id -> the API key itself, checked again every KEY_CHECK_SECONDS
+        self.revoked = set()  # ids of keys that stopped being valid while their clients waited
+        self.stopping = threading.Event()
         self.threads = []
 
     # --- what the feeds use -------------------------------------------------------------------
@@ -99,18 +106,20 @@ class Hub:
                 target, args = self._watch_sqlite, (url.database,)
             else:
                 target, args = self._watch_process, ()  # a database in memory has no other process
-            thread = threading.Thread(target=target, args=args, name="identity-live", daemon=True)
-            thread.start()
-            self.threads.append(thread)
+            for name, run in (("identity-live", target), ("identity-live-keys", self._check_keys)):
+                thread = threading.Thread(target=run, args=args if run == target else (), name=name, daemon=True)
+                thread.start()
+                self.threads.append(thread)
         return self
 
-    def hold(self, key_id, cap):
-        """Count a stream or long poll of `key_id` (TooManyStreams past `cap`); returns its release."""
+    def hold(self, key, key_id, cap):
+        """Count a stream or long poll of API key `key` (id `key_id`), TooManyStreams past `cap`; returns its release."""
         with self.condition:
             held = self.holders.get(key_id, 0)
             if held >= cap:
                 raise TooManyStreams(cap)
             self.holders[key_id] = held + 1
+            self.keys[key_id] = key
         released = []
 
         def release():
@@ -120,6 +129,9 @@ class Hub:
                     left = self.holders.pop(key_id) - 1
                     if left:
                         self.holders[key_id] = left
+                    else:
+                        del self.keys[key_id]
+                        self.revoked.discard(key_id)
 
         return release
 
@@ -132,11 +144,12 @@ class Hub:
             start = bisect.bisect_right(self.seqs, after)
             return [(entry, self.status[entry.identity_id]) for entry in self.entries[start:start + limit]]
 
-    def wait(self, after, seconds):
-        """Wait until an entry above `after` is known, the hub closes, or `seconds` pass; True if one is."""
+    def wait(self, after, seconds, key_id=None):
+        """Wait until an entry above `after` is known, the hub closes, key `key_id` is revoked, or `seconds`
+        pass; True if an entry is."""
         deadline = time.monotonic() + seconds
         with self.condition:
-            while not self.closed and self.head <= after:
+            while not self.closed and self.head <= after and key_id not in self.revoked:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -149,6 +162,7 @@ class Hub:
             self.closed = True
             self.condition.notify_all()
         self.wake.set()
+        self.stopping.set()
 
     def stop(self, timeout=5):
         """Close, and wait for the watcher to finish."""
@@ -187,6 +201,25 @@ class Hub:
                 del self.entries[:excess], self.seqs[:excess]
                 self.status = {entry.identity_id: self.status[entry.identity_id] for entry in self.entries}
             self.condition.notify_all()
+
+    def _check_keys(self):
+        """Every KEY_CHECK_SECONDS, check each key that holds clients, once, however many it holds."""
+        while not self.stopping.wait(KEY_CHECK_SECONDS):
+            with self.condition:
+                keys = dict(self.keys)
+            if not keys:
+                continue
+            try:
+                with self.app.app_context():
+                    gone = {key_id for key_id, key in keys.items()
+                            if getattr(verify_api_key(key), "key_id", None) != key_id}
+            except SQLAlchemyError as error:
+                log.warning("live feed: keys not checked (%s); trying again", type(error).__name__)
+                continue
+            if gone:
+                with self.condition:
+                    self.revoked |= gone & self.keys.keys()
+                    self.condition.notify_all()
 
     def _pause(self, delay):
         """Sleep after a failure (interrupted by close); returns the next delay."""

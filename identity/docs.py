@@ -67,22 +67,28 @@ CHANGE_EXAMPLE = {
 }
 
 _EVENT_DATA = {key: CHANGE_EXAMPLE[key] for key in ("seq", "identity_id", "at", "wallet", "kind", "fields")}
-# The stream of feed=eventsource, as the 200 response's second media type. OpenAPI 3.1 has no schema
-# for the events of a stream (3.2's itemSchema); the description and the example say their shape, and
-# each event's data is a Change.
+# The stream of feed=eventsource, as the 200 response's second media type. Its schema is that of one
+# event, as SSE clients (and Schemathesis) parse the stream into events: OpenAPI 3.2 calls it itemSchema.
 EVENT_STREAM_DOC = {
     "content": {
         "text/event-stream": {
             "schema": {
-                "type": "string",
-                "description": "feed=eventsource: Server-Sent Events. One event per entry, in sequence order: "
-                "`id:` the entry's seq (what Last-Event-ID sends back), `event: change`, `data:` the entry as a "
-                "Change object in JSON, on one line. A comment line (`: heartbeat`) every `heartbeat` "
-                "milliseconds. The stream ends after `timeout`, when given, when the key stops being valid, "
-                "and when the server shuts down; reconnect with Last-Event-ID.",
+                "type": "object",
+                "description": "feed=eventsource: Server-Sent Events, one per entry, in sequence order; on the wire "
+                "`id: 42`, `event: change`, `data: {...}` lines and a blank line. A comment line (`: heartbeat`) "
+                "comes every `heartbeat` milliseconds. The stream ends after `timeout`, when given, when the key "
+                "stops being valid, and when the server shuts down: reconnect with Last-Event-ID.",
+                "required": ["id", "event", "data"],
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[1-9][0-9]{0,15}$",
+                           "description": "The entry's seq: what Last-Event-ID sends back."},
+                    "event": {"type": "string", "enum": ["change"]},
+                    "data": {"type": "string", "contentMediaType": "application/json",
+                             "contentSchema": {"$ref": "#/components/schemas/Change"},
+                             "description": "The entry, a Change object as the JSON feed has it, on one line."},
+                },
             },
-            "example": ": ok\nid: 42\nevent: change\ndata: " + json.dumps(_EVENT_DATA, separators=(",", ":"))
-            + "\n\n: heartbeat\n",
+            "example": {"id": "42", "event": "change", "data": json.dumps(_EVENT_DATA, separators=(",", ":"))},
         }
     }
 }

@@ -300,3 +300,19 @@ def test_open_streams_hold_no_pooled_connection(client, admin_key):
     assert client.get("/changes?limit=1", headers=headers_of(admin_key)).status_code == 200
     for stream in reversed(streams):  # last opened first: they share this thread's context stack
         stream.close()
+
+
+def test_the_openapi_document_describes_both_live_feeds_the_event_stream_and_last_event_id(client):
+    operation = client.get("/openapi.json").json["paths"]["/changes"]["get"]
+    assert operation["operationId"] == "listChanges"
+    parameters = {(parameter["in"], parameter["name"]): parameter for parameter in operation["parameters"]}
+    assert parameters[("query", "feed")]["schema"]["enum"] == ["normal", "longpoll", "eventsource"]
+    assert parameters[("query", "timeout")]["schema"]["maximum"] == 60_000
+    assert parameters[("query", "heartbeat")]["schema"]["minimum"] == 1_000
+    assert parameters[("header", "Last-Event-ID")]["schema"]["maximum"] == 2**53 - 1
+    content = operation["responses"]["200"]["content"]
+    assert set(content) == {"application/json", "text/event-stream"}
+    event = content["text/event-stream"]
+    assert event["schema"]["properties"]["data"]["contentSchema"] == {"$ref": "#/components/schemas/Change"}
+    assert json.loads(event["example"]["data"])["seq"] == int(event["example"]["id"])
+    assert "IDENTITY_MAX_STREAMS_PER_KEY" in operation["responses"]["429"]["description"]

@@ -31,7 +31,7 @@ def identity_changes(identity_id):
 @blp.route("/changes", endpoint="change_feed")
 @auth.login_required
 @limits.reads
-@blp.doc(security=API_KEY, responses={200: EVENT_STREAM_DOC})
+@blp.doc(security=API_KEY, operationId="listChanges", responses={200: EVENT_STREAM_DOC})
 @blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
 @blp.arguments(LastEventIdSchema, location="headers", error_status_code=400)
 @blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})

@@ -210,3 +210,33 @@ def test_a_revoked_keys_stream_ends_within_the_key_cache_time(database_url, admi
         assert again.status_code == 401
     finally:
         server.stop()
+
+
+@pytest.mark.postgresql_only
+def test_a_node_whose_listening_connection_is_cut_listens_again_and_its_streams_miss_nothing(two_nodes, admin_key,
+                                                                                            database_url):
+    from sqlalchemy import create_engine, text
+
+    writer, reader = two_nodes
+    headers = {"x-api-key": admin_key}
+    with requests.Session() as session, session.get(
+        f"{reader.url}/changes?feed=eventsource", headers=headers, stream=True, timeout=PUSHED_WITHIN * 4
+    ) as stream:
+        lines = stream.iter_lines(decode_unicode=True)
+        assert next(lines) == ": ok"
+        first = session.post(f"{writer.url}/identity", json={"display_name": "before the cut"}, headers=headers,
+                             timeout=30).json()["identity_id"]
+        first_event(lines, first)
+        # The fault: PostgreSQL ends the reader's LISTEN session, as a failover or a proxy would.
+        engine = create_engine(database_url)
+        with engine.begin() as connection:
+            cut = connection.execute(text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND pid <> "
+                "pg_backend_pid() AND datname = current_database()"
+            )).scalars().all()
+        engine.dispose()
+        assert cut == [True]  # one listening connection per process: the reader's
+        created = [session.post(f"{writer.url}/identity", json={"display_name": f"after the cut {n}"},
+                                headers=headers, timeout=30).json()["identity_id"] for n in range(3)]
+        for identity_id in created:
+            first_event(lines, identity_id)  # in order, none missed, within the read timeout

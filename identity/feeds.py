@@ -73,7 +73,8 @@ def event(entry, status, full):
 
 
 class Follower:
-    """One client following the feed after `position`: it reads, waits, and checks its key again."""
+    """One client following the feed after `position`: it reads its entries and waits for more, until the
+    hub closes or finds its key no longer valid."""
 
     def __init__(self, hub, position, limit, full, caller):
         self.hub, self.position, self.limit, self.full = hub, position, limit, full

@@ -106,11 +106,15 @@ class Hub:
                 target, args = self._watch_sqlite, (url.database,)
             else:
                 target, args = self._watch_process, ()  # a database in memory has no other process
-            for name, run in (("identity-live", target), ("identity-live-keys", self._check_keys)):
-                thread = threading.Thread(target=run, args=args if run == target else (), name=name, daemon=True)
-                thread.start()
-                self.threads.append(thread)
+            self._spawn("identity-live", target, *args)
+            self._spawn("identity-live-keys", self._check_keys)
         return self
+
+    def _spawn(self, name, target, *args):
+        # A greenlet under gevent's monkey patching (gunicorn's default worker), else a thread.
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
 
     def hold(self, key, key_id, cap):
         """Count a stream or long poll of API key `key` (id `key_id`), TooManyStreams past `cap`; returns its release."""

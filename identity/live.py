@@ -26,13 +26,13 @@ import weakref
 
 from flask import current_app, has_app_context
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from . import history
 from .auth import verify_api_key
 from .errors import TooManyStreams
+from .extensions import db
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,8 @@ class Hub:
             return self
         with self.app.app_context():  # outside the lock: clients of a started hub never wait for this
             head = history.head()
-        url = make_url(self.app.config["SQLALCHEMY_DATABASE_URI"])
+            # The engine's URL: Flask-SQLAlchemy resolved a relative SQLite path into the instance folder.
+            url = db.engine.url
         with self.condition:
             if self.head is not None or self.closed:
                 return self

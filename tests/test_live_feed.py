@@ -13,7 +13,7 @@ from sqlalchemy import event
 
 from identity import live, seed, service
 from identity.extensions import db
-from tests.conftest import ADMIN_WALLET
+from tests.conftest import ADMIN_WALLET, make_app
 
 EVENT_STREAM = "text/event-stream"
 # A generous bound for "answered because an entry committed": far below the long poll's own timeout.
@@ -316,3 +316,26 @@ def test_the_openapi_document_describes_both_live_feeds_the_event_stream_and_las
     assert event["schema"]["properties"]["data"]["contentSchema"] == {"$ref": "#/components/schemas/Change"}
     assert json.loads(event["example"]["data"])["seq"] == int(event["example"]["id"])
     assert "IDENTITY_MAX_STREAMS_PER_KEY" in operation["responses"]["429"]["description"]
+
+
+def test_a_commit_through_another_app_on_the_same_database_wakes_a_long_poll(app, client, admin_key, database_url):
+    # Another app has a hub of its own, which this one's commits do not wake: as another process, it
+    # learns of them from the database (SQLite's data_version, PostgreSQL's notifications).
+    other = make_app(database_url)
+    try:
+        create_many(other, 1, "before")
+        last = seqs(client, admin_key)[-1]
+        answers = []
+        waiting = threading.Thread(target=lambda: answers.append(
+            client.get(f"/changes?feed=longpoll&after={last}&timeout=60000", headers=headers_of(admin_key))
+        ))
+        waiting.start()
+        wait_for_holder(app, key_id_of(app, admin_key))
+        identity_id = create_many(other, 1, "through the other app")[0]
+        waiting.join(PUSHED_WITHIN)
+        assert not waiting.is_alive()
+        assert [entry["identity_id"] for entry in answers[0].json["data"]] == [identity_id]
+    finally:
+        live.stop(other)
+        with other.app_context():
+            db.engine.dispose()

@@ -18,6 +18,7 @@ import requests
 from httpx_sse import connect_sse
 
 from identity import service
+from identity.extensions import db
 from tests.conftest import make_app
 from tests.live import LiveServer, flask_cli, start_all
 from tests.streams import Streams
@@ -31,6 +32,7 @@ def issue_keys(database_url, count, role="Admin"):
     app = make_app(database_url)
     with app.app_context():
         keys = [service.issue_key(f"0x{number + 1:040x}", role)[0] for number in range(count)]
+        db.engine.dispose()
     return keys
 
 

@@ -49,12 +49,14 @@ lint: install-dev
 	$(BIN)/ruff check .
 
 # The floor's only extra, orjson, is pinned in requirements.txt (make test checks the floor too);
-# wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (quick run).
+# wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (quick run);
+# bench/streams.py: BENCH_STREAMS, BENCH_STREAM_CREATES.
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/tail.py
+	$(BIN)/python bench/streams.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

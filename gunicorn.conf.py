@@ -8,6 +8,7 @@ import ctypes
 import logging
 import multiprocessing
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -76,8 +77,19 @@ if _threads > 1 and worker_class not in ("gthread", "gunicorn.workers.gthread.Th
 threads = _threads or (2 * _cores + 1 if worker_class == "gthread" else 1)
 # The app sizes each process's database pool by it (identity/config.py: IDENTITY_DB_POOL_SIZE).
 os.environ["GUNICORN_THREADS"] = str(threads)
-# Connections one gevent worker holds at once; more wait in the listen backlog.
-worker_connections = _env_int("GUNICORN_WORKER_CONNECTIONS", 1000)
+# Connections one gevent worker holds at once; more wait in the listen backlog. An open event stream
+# of GET /changes holds one for as long as it follows the feed: room for thousands of them, and for
+# the requests that come while they are open.
+worker_connections = _env_int("GUNICORN_WORKER_CONNECTIONS", 4000)
+# Each connection is a file descriptor; many systems start a process with a soft limit of 1024. It is
+# raised as far as the hard limit allows, so that the worker reaches worker_connections.
+_soft_files, _hard_files = resource.getrlimit(resource.RLIMIT_NOFILE)
+_wanted_files = worker_connections + 256
+if _soft_files != resource.RLIM_INFINITY and _soft_files < _wanted_files:
+    resource.setrlimit(
+        resource.RLIMIT_NOFILE,
+        (_wanted_files if _hard_files == resource.RLIM_INFINITY else min(_wanted_files, _hard_files), _hard_files),
+    )
 # gunicorn_h1c, the C parser (a pinned requirement): "fast" makes its absence an error at start,
 # not a quiet fall back to the Python parser, whose error pages echo a malformed header line whole,
 # an API key included.
@@ -175,6 +187,8 @@ def post_worker_init(worker):
     a few seconds), and only then is it told to stop. A client that came after SIGTERM sees its
     connection refused when the socket closes: it was never accepted.
     """
+    from identity import live  # the worker's app imported it already
+
     handler = signal.getsignal(signal.SIGTERM)
     draining = []
 
@@ -192,14 +206,10 @@ def post_worker_init(worker):
         draining.append(signum)
         for listener in worker.sockets:
             _refuse_new_connections(listener)
-        # Elsewhere than in the handler, which must not wait: under gevent it runs in the event loop,
-        # where only spawning a greenlet is allowed (gunicorn's gevent worker does the same).
-        if _under_gevent():
-            import gevent
-
-            gevent.spawn(stop_when_drained)
-        else:
-            threading.Thread(target=stop_when_drained, daemon=True).start()
+        # Open event streams and long polls end at once (their clients resume with Last-Event-ID), so
+        # that the stop waits on none of them.
+        _in_background(live.end_streams)
+        _in_background(stop_when_drained)
 
     signal.signal(signal.SIGTERM, drain_then_stop)
 
@@ -213,6 +223,17 @@ def worker_int(worker):
         import gevent
 
         gevent.get_hub().exception_stream = None
+
+
+def _in_background(function):
+    """Run `function` elsewhere than in a signal handler, which must not wait: under gevent it runs in the
+    event loop, where only spawning a greenlet is allowed (gunicorn's gevent worker does the same)."""
+    if _under_gevent():
+        import gevent
+
+        gevent.spawn(function)
+    else:
+        threading.Thread(target=function, daemon=True).start()
 
 
 def child_exit(server, worker):

@@ -76,6 +76,8 @@ def settings_from_env(environ=None):
         "IDENTITY_RATELIMIT_CREATE": _rate_limit(environ, "IDENTITY_RATELIMIT_CREATE", "30/minute"),
         # memory:// counts per worker process; redis://... shares counts between workers and nodes.
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
+        # Streams and long polls of GET /changes that one API key may hold open at once, per process.
+        "IDENTITY_MAX_STREAMS_PER_KEY": _int(environ, "IDENTITY_MAX_STREAMS_PER_KEY", 10),
         "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
         "IDENTITY_LOG_LEVEL": _log_level(environ, "IDENTITY_LOG_LEVEL", "INFO"),
         # Connections each worker process keeps open to the database, and how many more it may open at a

@@ -5,6 +5,7 @@ Swagger UI. Swagger UI's scripts and styles come from the installed flask-swagge
 served here, so the page needs no network but the service.
 """
 
+import json
 from datetime import datetime
 from importlib.resources import files
 from types import SimpleNamespace
@@ -78,4 +79,31 @@ CHANGE_EXAMPLE = {
     "wallet": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
     "kind": "changed",
     "fields": {"status": {"before": "complete", "after": "removed"}},
+}
+
+_EVENT_DATA = {key: CHANGE_EXAMPLE[key] for key in ("seq", "identity_id", "at", "wallet", "kind", "fields")}
+# The stream of feed=eventsource, as the 200 response's second media type. Its schema is that of one
+# event, as SSE clients (and Schemathesis) parse the stream into events: OpenAPI 3.2 calls it itemSchema.
+EVENT_STREAM_DOC = {
+    "content": {
+        "text/event-stream": {
+            "schema": {
+                "type": "object",
+                "description": "feed=eventsource: Server-Sent Events, one per entry, in sequence order; on the wire "
+                "`id: 42`, `event: change`, `data: {...}` lines and a blank line. A comment line (`: heartbeat`) "
+                "comes every `heartbeat` milliseconds. The stream ends after `timeout`, when given, when the key "
+                "stops being valid, and when the server shuts down: reconnect with Last-Event-ID.",
+                "required": ["id", "event", "data"],
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[1-9][0-9]{0,15}$",
+                           "description": "The entry's seq: what Last-Event-ID sends back."},
+                    "event": {"type": "string", "enum": ["change"]},
+                    "data": {"type": "string", "contentMediaType": "application/json",
+                             "contentSchema": {"$ref": "#/components/schemas/Change"},
+                             "description": "The entry, a Change object as the JSON feed has it, on one line."},
+                },
+            },
+            "example": {"id": "42", "event": "change", "data": json.dumps(_EVENT_DATA, separators=(",", ":"))},
+        }
+    }
 }

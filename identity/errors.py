@@ -121,6 +121,18 @@ class PreconditionFailed(ServiceError):
         super().__init__(self.DETAIL)
 
 
+class TooManyStreams(ServiceError):
+    """The key holds as many streams and long polls of the change feed as IDENTITY_MAX_STREAMS_PER_KEY allows."""
+
+    status = 429
+
+    def __init__(self, cap):
+        super().__init__(
+            f"This API key holds {cap} open streams and long polls of the change feed already, the most "
+            "IDENTITY_MAX_STREAMS_PER_KEY allows. Close one first, or follow the feed with another key."
+        )
+
+
 class InvalidFields(ServiceError):
     """Validation refused the body; `errors` maps each field to its messages, as a 422 body does."""
 

@@ -11,7 +11,7 @@ visible), and only then draws its number: numbers are drawn in commit order. The
 the last statement before COMMIT, so it is held for one INSERT and the commit.
 """
 
-from sqlalchemy import BigInteger, func, insert, literal_column, select
+from sqlalchemy import BigInteger, func, insert, literal_column, select, text
 
 from . import content
 from .extensions import db
@@ -19,6 +19,11 @@ from .models import Change, Identity, utcnow
 
 # Any fixed number, distinct from the migration's (migrations/env.py MIGRATION_LOCK).
 FEED_LOCK = 0x1D3_0015
+# PostgreSQL's channel that each append notifies at its commit (identity.live listens on it).
+CHANNEL = "identity_changes"
+# The mark an append leaves in its session's `info`, so that a commit of this process can wake the
+# live feeds at once (identity.live reads it after the commit).
+APPENDED = "identity_changes_appended"
 CREATED = "created"
 CHANGED = "changed"
 # What a non-Admin key sees of an entry of a removed identity.
@@ -38,13 +43,18 @@ def record_changed(session, identity_id, wallet, changes, at=None):
 
 _LOCK = select(func.pg_advisory_xact_lock(literal_column(str(FEED_LOCK), BigInteger)))
 _INSERT = insert(Change.__table__)
+# NOTIFY is queued with the transaction and sent at its commit, never for one rolled back; PostgreSQL
+# folds the notifications of one transaction into one.
+_NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
 
 
 def _append(session, identity_id, wallet, kind, changes, at):
     if session.get_bind().dialect.name == "postgresql":
         session.execute(_LOCK, {})
+        session.execute(_NOTIFY)
     values = {"identity_id": identity_id, "at": at or utcnow(), "wallet": wallet, "kind": kind, "fields": changes}
     session.execute(_INSERT, values)
+    session.info[APPENDED] = True
 
 
 def _entries():
@@ -72,15 +82,40 @@ def changes_of(identity_id, full):
 def feed(after, limit, full):
     """Up to `limit` entries of every identity with a sequence number above `after`, in order:
     {"data": [...], "next_after": the last one's number, or `after` when there is none} (ChangeFeedSchema)."""
+    data = [shown(entry, status, full) for entry, status in entries_after(after, limit)]
+    return page(data, after)
+
+
+def page(data, after):
+    """A page of the feed (ChangeFeedSchema) holding `data`, the entries after `after`."""
+    return {"data": data, "next_after": data[-1]["seq"] if data else after}
+
+
+def entries_after(after, limit):
+    """Up to `limit` (entry, status) pairs above `after`, in order: each entry whole, and its identity's
+    current status, which says what a non-Admin key may see of it (see shown)."""
     rows = db.session.execute(_entries().where(Change.seq > after).order_by(Change.seq).limit(limit)).all()
     db.session.commit()
-    data = [visible(change, status, full) for change, status in rows]
-    return {"data": data, "next_after": data[-1]["seq"] if data else after}
+    return [({name: getattr(change, name) for name in ENTRY_KEYS}, status) for change, status in rows]
+
+
+def head():
+    """The sequence number of the last entry, 0 when the log is empty."""
+    last = db.session.execute(select(func.max(Change.seq))).scalar()
+    db.session.commit()
+    return last or 0
 
 
 def visible(change, status, full):
     """The entry as `full` (Admin) or other keys may see it: a mapping that ChangeSchema dumps."""
-    entry = {name: getattr(change, name) for name in ENTRY_KEYS}
-    if status == "removed" and not full:
-        entry = {key: entry[key] for key in REDACTED_KEYS}
-    return entry
+    return shown({name: getattr(change, name) for name in ENTRY_KEYS}, status, full)
+
+
+def redacted(status, full):
+    """Whether an entry of an identity in `status` is shown to such a key with REDACTED_KEYS only."""
+    return status == "removed" and not full
+
+
+def shown(entry, status, full):
+    """`entry` (a whole entry's mapping) as `full` (Admin) or other keys may see it."""
+    return {key: entry[key] for key in REDACTED_KEYS} if redacted(status, full) else entry

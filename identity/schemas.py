@@ -169,6 +169,7 @@ class ProblemSchema(Schema):
     request_id = fields.String(metadata={"description": "5xx only: the request id that the logs carry."})
 
 
+FEEDS = ("normal", "longpoll", "eventsource")
 IMMUTABLE = "content is immutable: its id is its address; create a new identity"
 
 
@@ -257,6 +258,39 @@ class ChangeFeedArgsSchema(Schema):
     )
     limit = fields.Integer(
         load_default=100, validate=validate.Range(1, 1000), metadata={"description": "At most this many."}
+    )
+    feed = fields.String(
+        validate=validate.OneOf(FEEDS),
+        metadata={
+            "description": "`normal`: the page at once. `longpoll`: the page, waiting up to `timeout` for a first "
+            "entry when there is none. `eventsource`: Server-Sent Events, one per entry, as they commit. "
+            "Default: `eventsource` when Accept asks for text/event-stream, else `normal`."
+        },
+    )
+    timeout = fields.Integer(
+        validate=validate.Range(0, 60_000),
+        metadata={
+            "description": "Milliseconds. `longpoll`: the longest wait for a first entry (default 30,000), then an "
+            "empty page. `eventsource`: the stream ends after this long (default: it stays open)."
+        },
+    )
+    heartbeat = fields.Integer(
+        load_default=15_000,
+        validate=validate.Range(1_000, 60_000),
+        metadata={"description": "`eventsource`: milliseconds between two comment lines that keep the stream alive."},
+    )
+
+
+class LastEventIdSchema(Schema):
+    """The header with which an SSE client resumes a stream where it stopped."""
+
+    last_event_id = fields.Integer(
+        data_key="Last-Event-ID",
+        validate=validate.Range(0, MAX_SAFE_INTEGER),
+        metadata={
+            "description": "`eventsource`: the `id` of the last event received; the stream starts after it "
+            "(and `after` is ignored). SSE clients send it when they reconnect."
+        },
     )
 
 

@@ -38,7 +38,7 @@ def test_defaults_suit_production(tmp_path):
     assert config["bind"] == "['127.0.0.1:8000']"
     # Rate limits counted in memory are per process: one process, gevent's worker (a greenlet per connection).
     assert (config["workers"], config["threads"], config["worker_class"]) == ("1", "1", "gevent")
-    assert config["worker_connections"] == "1000"
+    assert config["worker_connections"] == "4000"  # open event streams hold one each
     # The C parser, required: the Python one echoes a malformed header line, key and all.
     assert config["http_parser"] == "fast"
     assert (config["timeout"], config["graceful_timeout"], config["keepalive"]) == ("30", "30", "5")

@@ -2,11 +2,11 @@
 
 from marshmallow import RAISE
 
-from .. import history, limits
+from .. import feeds, history, limits
 from ..auth import auth, current_caller
-from ..docs import CHANGE_EXAMPLE
+from ..docs import CHANGE_EXAMPLE, EVENT_STREAM_DOC
 from ..errors import IdentityNotFound, problem_body
-from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema
+from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, LastEventIdSchema
 from .base import (
     IDENTITY_ID,
     NOT_FOUND,
@@ -45,17 +45,20 @@ def identity_changes(identity_id):
 @blp.route("/changes", endpoint="change_feed")
 @auth.login_required
 @limits.reads
-@operation("listChanges")
+@operation("listChanges", responses={200: EVENT_STREAM_DOC})
 @blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
+@blp.arguments(LastEventIdSchema, location="headers", error_status_code=400)
 @blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
 @problem(
     400,
-    "An unknown or invalid query parameter; errors names each.",
+    "An unknown or invalid query parameter or Last-Event-ID; errors names each.",
     example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
 )
 @problem(401, **UNAUTHORIZED)
-@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
+@problem(429, TOO_MANY + " Or the key holds IDENTITY_MAX_STREAMS_PER_KEY streams and long polls already.",
+         headers=RATELIMIT_HEADERS)
 @problem(503, **UNAVAILABLE)
-def change_feed(args):
-    """Every Identity's changes after a sequence number, in order: poll with the last next_after."""
-    return history.feed(args["after"], args["limit"], full=current_caller().role == "Admin")
+def change_feed(args, headers):
+    """Every Identity's changes after a sequence number, in order: poll with the last next_after, long-poll
+    (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream)."""
+    return feeds.answer(args, headers.get("last_event_id"), current_caller())

@@ -12,7 +12,7 @@ def create_app(config=None):
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
 
-    from . import docs, encoding, headers, limits, logs, metrics, request_id
+    from . import delivery, docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
     from .cli import backup, identities, keys
     from .config import engine_options, settings_from_env
@@ -48,4 +48,5 @@ def create_app(config=None):
     app.cli.add_command(keys)
     app.cli.add_command(backup)
     app.cli.add_command(identities)
+    delivery.init_app(app)
     return app

@@ -64,3 +64,21 @@ CHANGE_EXAMPLE = {
     "kind": "changed",
     "fields": {"status": {"before": "complete", "after": "removed"}},
 }
+WEBHOOK_EXAMPLE = {
+    "id": "7d1e5c3a-2b4f-4a6e-9c8d-1f0a2b3c4d5e",
+    "url": "https://hooks.example.com/identity",
+    "description": "Search index",
+    "active": True,
+    "position": 42,
+    "attempts": 0,
+    "failing_since": None,
+    "next_attempt_at": None,
+    "created_at": "2026-11-21T09:30:00.123456Z",
+    "updated_at": "2026-11-21T09:30:00.123456Z",
+}
+WEBHOOK_CREATED_EXAMPLE = {**WEBHOOK_EXAMPLE, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/Q3IuWtkbbI="}
+DELIVERY_EXAMPLES = [
+    {"seq": 43, "attempt": 2, "at": "2026-11-21T09:46:02.000000Z", "duration_ms": 31, "status": 200, "error": None},
+    {"seq": 43, "attempt": 1, "at": "2026-11-21T09:46:00.000000Z", "duration_ms": 12, "status": 503,
+     "error": "answered 503"},
+]

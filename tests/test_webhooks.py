@@ -1,0 +1,389 @@
+"""Webhooks: the Admin routes, the address checks, and the deliverer run in this process against a
+real receiver on 127.0.0.1 that verifies each signature with the standardwebhooks library."""
+
+import logging
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from identity import delivery
+from tests.conftest import ADMIN_WALLET, make_app
+from tests.live import BIN, ROOT
+from tests.receiver import Receiver, check_every_entry_in_order
+
+FAST = {
+    "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS": 0.05,
+    "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS": 0.2,
+    "IDENTITY_WEBHOOK_POLL_SECONDS": 0.05,
+    "IDENTITY_WEBHOOK_LEASE_SECONDS": 3.0,
+}
+PRIVATE_OK = {**FAST, "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": True}
+PUBLIC_URL = "https://hooks.example.com/identity"
+
+
+@pytest.fixture
+def admin(client, admin_key):
+    """admin(method, path, json=None) -> the response of an Admin request."""
+
+    def call(method, path, json=None):
+        return client.open(path, method=method, json=json, headers={"x-api-key": admin_key})
+
+    return call
+
+
+@pytest.fixture
+def private_app(database_url):
+    """An app on the same database that allows receivers on loopback, with quick retries."""
+    app = make_app(database_url, **PRIVATE_OK)
+    yield app
+    delivery.stop(app)
+    from identity.extensions import db
+
+    with app.app_context():
+        db.engine.dispose()
+
+
+def register(app, key, url, **body):
+    response = app.test_client().post("/webhooks", json={"url": url, **body}, headers={"x-api-key": key})
+    assert response.status_code == 201, response.json
+    return response.json
+
+
+def create_identities(app, count, start=0):
+    """Create `count` identities through the service; returns their identity_ids."""
+    ids = []
+    client = app.test_client()
+    for number in range(start, start + count):
+        response = client.post("/identity", json={"display_name": f"Hooked {number}"}, headers={"x-api-key": app.key})
+        assert response.status_code == 201, response.json
+        ids.append(response.json["identity_id"])
+    return ids
+
+
+def seqs_of(app, key):
+    feed = app.test_client().get("/changes?after=0&limit=1000", headers={"x-api-key": key}).json
+    return [entry["seq"] for entry in feed["data"]]
+
+
+# --- The routes ----------------------------------------------------------------------------------
+
+
+def test_registration_answers_the_secret_once_and_reads_never_do(admin):
+    created = admin("POST", "/webhooks", {"url": PUBLIC_URL, "description": "Search index"})
+    assert created.status_code == 201
+    webhook = created.json
+    assert webhook["secret"].startswith("whsec_") and len(webhook["secret"]) == 50
+    assert webhook["active"] is True and webhook["position"] == 0 and webhook["failing_since"] is None
+    fetched = admin("GET", f"/webhooks/{webhook['id']}")
+    assert fetched.status_code == 200
+    assert "secret" not in fetched.json
+    assert fetched.json == {k: v for k, v in webhook.items() if k != "secret"}
+    listed = admin("GET", "/webhooks").json["data"]
+    assert [item["id"] for item in listed] == [webhook["id"]]
+    assert "secret" not in listed[0]
+
+
+def test_each_registration_gets_its_own_secret(admin):
+    first = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["secret"]
+    second = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["secret"]
+    assert first != second
+
+
+def test_a_webhook_starts_at_the_logs_head_unless_after_says(admin, create):
+    for number in range(3):
+        assert create({"display_name": f"Before {number}"}).status_code == 201
+    assert admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["position"] == 3
+    assert admin("POST", "/webhooks", {"url": PUBLIC_URL, "after": 0}).json["position"] == 0
+
+
+def test_user_key_gets_403_on_every_webhook_route(client, user_key, admin):
+    webhook_id = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["id"]
+    headers = {"x-api-key": user_key}
+    for method, path in [("POST", "/webhooks"), ("GET", "/webhooks"), ("GET", f"/webhooks/{webhook_id}"),
+                         ("PATCH", f"/webhooks/{webhook_id}"), ("DELETE", f"/webhooks/{webhook_id}"),
+                         ("GET", f"/webhooks/{webhook_id}/deliveries")]:
+        response = client.open(path, method=method, json={"url": PUBLIC_URL}, headers=headers)
+        assert response.status_code == 403, (method, path)
+        assert response.mimetype == "application/problem+json"
+
+
+def test_no_key_gets_401(client):
+    assert client.get("/webhooks").status_code == 401
+
+
+def test_unknown_webhook_is_404_problem_on_every_route(admin):
+    missing = "00000000-0000-4000-8000-000000000000"
+    for method, path in [("GET", f"/webhooks/{missing}"), ("PATCH", f"/webhooks/{missing}"),
+                         ("DELETE", f"/webhooks/{missing}"), ("GET", f"/webhooks/{missing}/deliveries"),
+                         ("GET", "/webhooks/not-a-uuid")]:
+        response = admin(method, path, {"active": True} if method == "PATCH" else None)
+        assert response.status_code == 404, (method, path)
+        assert response.mimetype == "application/problem+json"
+
+
+def test_patch_changes_url_description_and_active(admin):
+    webhook_id = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["id"]
+    changed = admin("PATCH", f"/webhooks/{webhook_id}",
+                    {"url": "https://other.example.com/in", "description": "Mirror", "active": False})
+    assert changed.status_code == 200
+    assert (changed.json["url"], changed.json["description"], changed.json["active"]) == (
+        "https://other.example.com/in", "Mirror", False)
+    assert "secret" not in changed.json
+
+
+def test_empty_patch_or_unknown_field_is_422(admin):
+    webhook_id = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["id"]
+    assert admin("PATCH", f"/webhooks/{webhook_id}", {}).status_code == 422
+    response = admin("PATCH", f"/webhooks/{webhook_id}", {"secret": "whsec_x"})
+    assert response.status_code == 422
+    assert "secret" in response.json["errors"]
+
+
+def test_delete_removes_it(admin):
+    webhook_id = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["id"]
+    assert admin("DELETE", f"/webhooks/{webhook_id}").status_code == 204
+    assert admin("GET", f"/webhooks/{webhook_id}").status_code == 404
+    assert admin("GET", "/webhooks").json["data"] == []
+
+
+@pytest.mark.parametrize("body, field", [
+    ({}, "url"),
+    ({"url": "ftp://hooks.example.com/x"}, "url"),
+    ({"url": "hooks.example.com/x"}, "url"),
+    ({"url": "https://user:pass@hooks.example.com/x"}, "url"),
+    ({"url": PUBLIC_URL, "after": -1}, "after"),
+    ({"url": PUBLIC_URL, "after": 2**53}, "after"),
+    ({"url": PUBLIC_URL, "secret": "whsec_mine"}, "secret"),
+])
+def test_invalid_registration_is_422_naming_the_field(admin, body, field):
+    response = admin("POST", "/webhooks", body)
+    assert response.status_code == 422
+    assert field in response.json["errors"]
+
+
+def _name_resolving_to_loopback():
+    """A host name other than localhost that this machine resolves to a loopback address."""
+    names = [socket.gethostname()]
+    hosts = Path("/etc/hosts")
+    if hosts.exists():
+        for line in hosts.read_text().splitlines():
+            parts = line.split("#")[0].split()
+            if parts and (parts[0].startswith("127.") or parts[0] == "::1"):
+                names.extend(parts[1:])
+    for name in names:
+        if name.lower() == "localhost" or name.lower().endswith(".localhost"):
+            continue
+        try:
+            if all(info[4][0].startswith("127.") or info[4][0] == "::1" for info in socket.getaddrinfo(name, 80)):
+                return name
+        except OSError:
+            continue
+    pytest.skip("no host name but localhost resolves to a loopback address here")
+
+
+REFUSED = [
+    "http://127.0.0.1/hook",
+    "http://localhost/hook",
+    "http://[::1]/hook",
+    "http://10.0.0.1/hook",
+    "http://169.254.169.254/latest/meta-data",
+    "http://0.0.0.0/hook",
+    "http://[::ffff:127.0.0.1]/hook",
+    "http://224.0.0.1/hook",
+    "https://192.168.1.1:8443/hook",
+    "LOOPBACK_NAME",
+]
+
+
+@pytest.mark.parametrize("url", REFUSED)
+def test_private_addresses_are_422_at_registration(admin, url):
+    if url == "LOOPBACK_NAME":
+        url = f"http://{_name_resolving_to_loopback()}:8080/hook"
+    response = admin("POST", "/webhooks", {"url": url})
+    assert response.status_code == 422, response.json
+    assert "public addresses only" in response.json["errors"]["url"][0]
+
+
+def test_a_patch_to_a_private_address_is_422(admin):
+    webhook_id = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["id"]
+    response = admin("PATCH", f"/webhooks/{webhook_id}", {"url": "http://10.1.2.3/"})
+    assert response.status_code == 422
+    assert admin("GET", f"/webhooks/{webhook_id}").json["url"] == PUBLIC_URL
+
+
+def test_the_setting_allows_private_addresses(private_app, admin_key):
+    assert register(private_app, admin_key, "http://127.0.0.1:9/hook")["url"] == "http://127.0.0.1:9/hook"
+
+
+def test_registering_changing_and_removing_are_logged_without_the_secret(admin, caplog):
+    caplog.set_level(logging.INFO)
+    created = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json
+    admin("PATCH", f"/webhooks/{created['id']}", {"active": False})
+    admin("DELETE", f"/webhooks/{created['id']}")
+    messages = [record.getMessage() for record in caplog.records if record.name == "identity.webhooks"]
+    assert messages == ["webhook registered", "webhook changed", "webhook removed"]
+    for record in caplog.records:
+        assert created["secret"] not in str(record.__dict__)
+        assert created["secret"].removeprefix("whsec_") not in str(record.__dict__)
+
+
+# --- The deliverer ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def keyed(private_app, admin_key):
+    private_app.key = admin_key
+    return private_app
+
+
+def test_every_entry_arrives_in_order_signed(keyed, admin_key):
+    with Receiver() as receiver:
+        receiver.secret = register(keyed, admin_key, receiver.url, after=0)["secret"]
+        create_identities(keyed, 20)
+        delivery.start(keyed)
+        seqs = seqs_of(keyed, admin_key)
+        assert receiver.wait_for(lambda r: len(r.delivered()) >= len(seqs))
+        check_every_entry_in_order(receiver.deliveries, seqs)
+        first = receiver.deliveries[0]
+        assert first["entry"]["kind"] == "created" and first["entry"]["wallet"] == ADMIN_WALLET
+
+
+def test_failures_are_retried_with_the_same_webhook_id_then_delivered(keyed, admin_key):
+    def answer(number):
+        return (500, {}) if number <= 4 else (200, {})
+
+    with Receiver(answer) as receiver:
+        webhook = register(keyed, admin_key, receiver.url)
+        receiver.secret = webhook["secret"]
+        delivery.start(keyed)
+        create_identities(keyed, 3)
+        seqs = seqs_of(keyed, admin_key)
+        assert receiver.wait_for(lambda r: len(r.delivered()) >= 3)
+        check_every_entry_in_order(receiver.deliveries, seqs)
+        assert [d["status"] for d in receiver.deliveries[:5]] == [500, 500, 500, 500, 200]
+        assert len({d["id"] for d in receiver.deliveries[:5]}) == 1
+        log = keyed.test_client().get(f"/webhooks/{webhook['id']}/deliveries", headers={"x-api-key": admin_key})
+        assert receiver.wait_for(lambda r: _position(keyed, admin_key, webhook["id"]) == seqs[-1])
+        attempts = log.json["data"]
+        assert attempts[-1]["status"] == 500 and attempts[-1]["attempt"] == 1 and attempts[-1]["error"]
+
+
+def _position(app, key, webhook_id):
+    return app.test_client().get(f"/webhooks/{webhook_id}", headers={"x-api-key": key}).json["position"]
+
+
+def _deliveries(app, key, webhook_id):
+    return app.test_client().get(f"/webhooks/{webhook_id}/deliveries", headers={"x-api-key": key}).json["data"]
+
+
+def test_a_redirect_is_not_followed_and_counts_as_a_failure(keyed, admin_key):
+    with Receiver(lambda number: (302, {"Location": "http://127.0.0.1:9/elsewhere"})) as receiver:
+        webhook = register(keyed, admin_key, receiver.url)
+        receiver.secret = webhook["secret"]
+        create_identities(keyed, 1)
+        delivery.start(keyed)
+        assert receiver.wait_for(lambda r: len(_deliveries(keyed, admin_key, webhook["id"])) >= 2)
+        attempts = _deliveries(keyed, admin_key, webhook["id"])
+        assert all(a["status"] == 302 and "redirect" in a["error"] for a in attempts)
+        assert _position(keyed, admin_key, webhook["id"]) == webhook["position"]
+
+
+def test_after_give_up_it_turns_inactive_and_patch_active_resumes_where_it_stopped(database_url, admin_key):
+    failing = {"on": True}
+    app = make_app(database_url, **PRIVATE_OK, IDENTITY_WEBHOOK_GIVE_UP=0.5)
+    app.key = admin_key
+    try:
+        with Receiver(lambda number: (503, {}) if failing["on"] else (204, {})) as receiver:
+            webhook = register(app, admin_key, receiver.url)
+            receiver.secret = webhook["secret"]
+            create_identities(app, 2)
+            delivery.start(app)
+            assert receiver.wait_for(lambda r: _get(app, admin_key, webhook["id"])["active"] is False)
+            stopped = _get(app, admin_key, webhook["id"])
+            assert stopped["failing_since"] is not None and stopped["position"] == webhook["position"]
+            failing["on"] = False
+            resumed = app.test_client().patch(f"/webhooks/{webhook['id']}", json={"active": True},
+                                              headers={"x-api-key": admin_key}).json
+            assert resumed["active"] is True and resumed["failing_since"] is None
+            seqs = seqs_of(app, admin_key)
+            assert receiver.wait_for(lambda r: len(r.delivered()) >= 2)
+            check_every_entry_in_order(receiver.deliveries, seqs)
+    finally:
+        delivery.stop(app)
+
+
+def _get(app, key, webhook_id):
+    return app.test_client().get(f"/webhooks/{webhook_id}", headers={"x-api-key": key}).json
+
+
+def test_a_private_address_is_refused_again_before_each_delivery(database_url, admin_key, keyed):
+    with Receiver() as receiver:
+        webhook = register(keyed, admin_key, receiver.url)  # allowed when it was registered
+        create_identities(keyed, 1)
+        strict = make_app(database_url, **FAST)
+        try:
+            delivery.start(strict)
+            assert receiver.wait_for(lambda r: len(_deliveries(keyed, admin_key, webhook["id"])) >= 1)
+            attempt = _deliveries(keyed, admin_key, webhook["id"])[0]
+            assert attempt["status"] is None and "public addresses only" in attempt["error"]
+            assert receiver.deliveries == []  # refused before connecting
+        finally:
+            delivery.stop(strict)
+
+
+def test_the_deliveries_log_keeps_the_latest_attempts(database_url, admin_key):
+    app = make_app(database_url, **PRIVATE_OK, IDENTITY_WEBHOOK_DELIVERIES_KEPT=5)
+    app.key = admin_key
+    try:
+        with Receiver() as receiver:
+            webhook = register(app, admin_key, receiver.url)
+            receiver.secret = webhook["secret"]
+            create_identities(app, 12)
+            delivery.start(app)
+            seqs = seqs_of(app, admin_key)
+            assert receiver.wait_for(lambda r: _position(app, admin_key, webhook["id"]) == seqs[-1])
+            attempts = _deliveries(app, admin_key, webhook["id"])
+            assert [a["seq"] for a in attempts] == seqs[::-1][:5]
+            assert all(a["status"] == 204 and a["error"] is None for a in attempts)
+    finally:
+        delivery.stop(app)
+
+
+def test_a_node_with_delivery_off_delivers_nothing(database_url, admin_key, keyed):
+    off = make_app(database_url, **PRIVATE_OK, IDENTITY_WEBHOOKS_DELIVER=False)
+    assert delivery.start(off) is None
+
+
+def test_deleted_webhook_gets_nothing_more(keyed, admin_key):
+    with Receiver() as receiver:
+        webhook = register(keyed, admin_key, receiver.url)
+        receiver.secret = webhook["secret"]
+        delivery.start(keyed)
+        create_identities(keyed, 2)
+        assert receiver.wait_for(lambda r: len(r.delivered()) >= 2)
+        assert keyed.test_client().delete(f"/webhooks/{webhook['id']}", headers={"x-api-key": admin_key}).status_code == 204
+        create_identities(keyed, 2, start=2)
+        time.sleep(0.5)  # several polls: nothing may arrive for the removed webhook
+        assert len(receiver.deliveries) == 2
+
+
+def test_flask_webhooks_deliver_runs_a_deliverer_on_its_own(database_url, admin_key, keyed):
+    with Receiver() as receiver:
+        webhook = register(keyed, admin_key, receiver.url)
+        receiver.secret = webhook["secret"]
+        create_identities(keyed, 3)
+        env = {"DATABASE_URL": database_url, "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": "1", "IDENTITY_WEBHOOK_POLL_SECONDS": "0.05"}
+        process = subprocess.Popen([str(BIN / "flask"), "--app", "app", "webhooks", "deliver"], cwd=ROOT,
+                                   env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert receiver.wait_for(lambda r: len(r.delivered()) >= 3), process.stderr.read1().decode()
+        finally:
+            process.terminate()
+            _, stderr = process.communicate(timeout=30)
+        assert process.returncode == 0, stderr.decode()
+        check_every_entry_in_order(receiver.deliveries, seqs_of(keyed, admin_key))
+        assert webhook["secret"] not in stderr.decode()

@@ -289,7 +289,10 @@ class Deliverer:
                 self.dispatch()
         except DBAPIError as error:
             db.session.rollback()
-            log.warning("webhook deliverer: database %s; trying again", cause(error))
+            why = cause(error)
+            # The lease is asked for without waiting for SQLite's write lock: another writer holding it is no fault.
+            log.log(logging.DEBUG if why.startswith("locked") else logging.WARNING,
+                    "webhook deliverer: database %s; trying again", why)
             renew_at = min(renew_at, now + self.poll)
         return renew_at
 

@@ -34,6 +34,12 @@ CONTRACT_STATUSES = {
     ("/identities", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
     ("/identities", "get"): {200, 400, 401, 403, 429, 503},
     ("/identities/search", "get"): {200, 400, 401, 403, 429, 503},
+    ("/webhooks", "post"): {201, 400, 401, 403, 413, 415, 422, 429, 503},
+    ("/webhooks", "get"): {200, 401, 403, 429, 503},
+    ("/webhooks/{webhook_id}", "get"): {200, 401, 403, 404, 429, 503},
+    ("/webhooks/{webhook_id}", "patch"): {200, 400, 401, 403, 404, 413, 415, 422, 429, 503},
+    ("/webhooks/{webhook_id}", "delete"): {204, 401, 403, 404, 429, 503},
+    ("/webhooks/{webhook_id}/deliveries", "get"): {200, 401, 403, 404, 429, 503},
     ("/healthz", "get"): {200},
     ("/readyz", "get"): {200, 503},
 }

@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 
 from identity import delivery
@@ -387,3 +388,46 @@ def test_flask_webhooks_deliver_runs_a_deliverer_on_its_own(database_url, admin_
         assert process.returncode == 0, stderr.decode()
         check_every_entry_in_order(receiver.deliveries, seqs_of(keyed, admin_key))
         assert webhook["secret"] not in stderr.decode()
+
+
+# --- The document --------------------------------------------------------------------------------
+
+OPERATIONS = {
+    ("/webhooks", "post"): ("createWebhook", "201", "WebhookCreated"),
+    ("/webhooks", "get"): ("listWebhooks", "200", "WebhookList"),
+    ("/webhooks/{webhook_id}", "get"): ("getWebhook", "200", "Webhook"),
+    ("/webhooks/{webhook_id}", "patch"): ("updateWebhook", "200", "Webhook"),
+    ("/webhooks/{webhook_id}", "delete"): ("deleteWebhook", "204", None),
+    ("/webhooks/{webhook_id}/deliveries", "get"): ("listWebhookDeliveries", "200", "DeliveryList"),
+}
+
+
+def _validator(document, name):
+    return jsonschema_rs.validator_for({"$ref": f"#/components/schemas/{name}", "components": document["components"]})
+
+
+def test_every_webhook_operation_is_documented_with_valid_examples(client):
+    document = client.get("/openapi.json").json
+    problem = _validator(document, "Problem")
+    for (path, method), (operation_id, status, schema) in OPERATIONS.items():
+        operation = document["paths"][path][method]
+        assert operation["operationId"] == operation_id
+        if schema:
+            content = operation["responses"][status]["content"]["application/json"]
+            assert _validator(document, schema).is_valid(content["example"]), operation_id
+        for code, response in operation["responses"].items():
+            if code != "default" and int(code) >= 400:
+                assert problem.is_valid(response["content"]["application/problem+json"]["example"]), (operation_id, code)
+    create = document["paths"]["/webhooks"]["post"]
+    assert _validator(document, "WebhookCreate").is_valid(create["requestBody"]["content"]["application/json"]["example"])
+    assert "secret" not in document["components"]["schemas"]["Webhook"]["properties"]
+
+
+def test_webhook_answers_are_valid_against_the_document(client, admin):
+    document = client.get("/openapi.json").json
+    created = admin("POST", "/webhooks", {"url": PUBLIC_URL, "after": 0})
+    assert _validator(document, "WebhookCreated").is_valid(created.json)
+    webhook_id = created.json["id"]
+    assert _validator(document, "Webhook").is_valid(admin("GET", f"/webhooks/{webhook_id}").json)
+    assert _validator(document, "WebhookList").is_valid(admin("GET", "/webhooks").json)
+    assert _validator(document, "DeliveryList").is_valid(admin("GET", f"/webhooks/{webhook_id}/deliveries").json)

@@ -14,7 +14,7 @@ from flask import Blueprint
 from . import content
 from .auth import HEADER
 from .fields import documented_validators
-from .schemas import IdentityPatchSchema, IdentitySchema
+from .schemas import IdentityPatchSchema, IdentitySchema, WebhookPatchSchema
 
 
 def init_app(app, api):
@@ -23,6 +23,7 @@ def init_app(app, api):
     api.ma_plugin.converter.add_attribute_function(documented_validators)
     # A patch must change something: the document says so, as the schema's validator does.
     api.spec.components.schema("IdentityPatch", {"minProperties": 1}, schema=IdentityPatchSchema)
+    api.spec.components.schema("WebhookPatch", {"minProperties": 1}, schema=WebhookPatchSchema)
     assets = Blueprint(
         "swagger_ui_assets",
         __name__,

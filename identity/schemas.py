@@ -414,6 +414,8 @@ class WebhookPatchSchema(Schema):
     url = _webhook_url()
     description = _webhook_description()
     active = fields.Boolean(
+        truthy={True},
+        falsy={False},
         metadata={"description": "false pauses deliveries; true resumes them where they stopped (after a "
                   "give-up too), retry state cleared."}
     )

@@ -20,6 +20,8 @@ REPORTS = ROOT / "test-artifacts" / "schemathesis"
 CONFIG = ROOT / "tests" / "schemathesis.toml"
 # The listing may answer 400 to schema-valid data (see schemathesis.toml).
 LISTING = {"GET /identities", "GET /identities/search"}
+# And a webhook's URL may be refused with 422 for the address its host resolves to.
+WEBHOOK_WRITES = {"POST /webhooks", "PATCH /webhooks/{webhook_id}"}
 
 
 def test_schemathesis_finds_no_failure_with_every_check_on_valid_and_invalid_data(live_server, tmp_path):
@@ -58,7 +60,7 @@ def test_schemathesis_finds_no_failure_with_every_check_on_valid_and_invalid_dat
     }
     # Warnings name what Schemathesis could not test (a pattern it cannot read, a missing auth, ...).
     warnings = {name: found for name, found in report["warnings"].items() if found}
-    assert set(warnings.pop("validation_mismatch", [])) <= LISTING
+    assert set(warnings.pop("validation_mismatch", [])) <= LISTING | WEBHOOK_WRITES
     assert warnings == {}
     # A floor, not a target: the budget ends the run, so the count depends on the machine.
     assert report["test_cases"]["generated"] >= 200, report["test_cases"]

@@ -43,6 +43,7 @@ bench: install
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/tail.py
+	$(BIN)/python bench/webhooks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

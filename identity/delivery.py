@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import click
 import urllib3
@@ -49,6 +50,8 @@ PAGE = 100
 # Positions and delivery rows are written after this many deliveries, or this many seconds.
 BATCH_SIZE = 200
 BATCH_SECONDS = 0.1
+# A receiver's host name is resolved and its addresses checked again after this many seconds.
+RECHECK_SECONDS = 5.0
 # What is read of a receiver's answer; a longer one costs its connection.
 MAX_ANSWER_BYTES = 64 * 1024
 USER_AGENT = "identity-service-webhooks/1"
@@ -77,22 +80,55 @@ def describe(error):
 
 
 class Receiver:
-    """One webhook's receiver: its URL on a kept-alive connection, and the signer of its secret."""
+    """One webhook's receiver: its URL on a kept-alive connection, and the signer of its secret.
+
+    The connection goes to an address that the check before the delivery approved, not to whatever
+    the name resolves to a moment later (DNS rebinding); a name is resolved and checked again every
+    RECHECK_SECONDS, and after every failed attempt.
+    """
 
     def __init__(self, url, secret):
         self.url = url
         self.signer = Signer(secret)
-        self.http = urllib3.PoolManager(num_pools=1, maxsize=1, retries=False, timeout=urllib3.Timeout(total=TIMEOUT))
+        parts = urlsplit(url)
+        self.https = parts.scheme.lower() == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (443 if self.https else 80)
+        self.host_header = parts.netloc
+        self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.pool = None
+        self.address = None
+        self.checked_until = 0.0
+
+    def connection(self):
+        """The pool for the URL, to an address checked within RECHECK_SECONDS; raises AddressRefused."""
+        if self.pool is None or time.monotonic() >= self.checked_until:
+            addresses = check_address(self.url)  # None: private addresses allowed, nothing to pin
+            address = addresses[0] if addresses else self.host
+            if self.pool is None or address != self.address:
+                self.close()
+                options = {"maxsize": 1, "retries": False, "timeout": urllib3.Timeout(total=TIMEOUT)}
+                if self.https:  # the certificate is checked against the URL's name, not the address
+                    self.pool = urllib3.HTTPSConnectionPool(
+                        address, self.port, server_hostname=self.host, assert_hostname=self.host, **options
+                    )
+                else:
+                    self.pool = urllib3.HTTPConnectionPool(address, self.port, **options)
+                self.address = address
+            self.checked_until = time.monotonic() + RECHECK_SECONDS
+        return self.pool
 
     def post(self, message_id, body):
         """POST the entry `body` (JSON text) as message `message_id`: (status, error), status None
         when there was no answer, error None for a delivery (a 2xx)."""
         try:
-            check_address(self.url)
+            pool = self.connection()
         except AddressRefused as refused:
+            self.close()
             return None, str(refused)
         at = datetime.fromtimestamp(int(time.time()), UTC)
         headers = {
+            "Host": self.host_header,
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
             "webhook-id": message_id,
@@ -100,14 +136,17 @@ class Receiver:
             "webhook-signature": self.signer.sign(message_id, at, body),
         }
         try:
-            response = self.http.request(
-                "POST", self.url, body=body.encode(), headers=headers, redirect=False, preload_content=False
+            response = pool.urlopen(
+                "POST", self.target, body=body.encode(), headers=headers, redirect=False, retries=False,
+                preload_content=False,
             )
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+            self.checked_until = 0.0
             return None, describe(error)
         self._finish(response)
         if 200 <= response.status < 300:
             return response.status, None
+        self.checked_until = 0.0
         if 300 <= response.status < 400:
             return response.status, f"answered {response.status}, a redirect, not followed: register the final URL"
         return response.status, f"answered {response.status}"
@@ -126,7 +165,9 @@ class Receiver:
             response.close()
 
     def close(self):
-        self.http.clear()
+        if self.pool is not None:
+            self.pool.close()
+        self.pool = None
 
 
 class WebhookRun:

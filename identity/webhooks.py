@@ -50,17 +50,19 @@ def _refused_reason(address):
 
 
 def check_address(url, resolve=True):
-    """Raise AddressRefused unless `url` is http(s) on a public host.
+    """Raise AddressRefused unless `url` is http(s) on a public host; return the host's addresses
+    (the deliverer connects to one of them, so the address checked is the address used), or None
+    when IDENTITY_WEBHOOKS_ALLOW_PRIVATE lets any host pass unchecked.
 
-    `resolve=False` checks an address written in the URL and lets a name pass unresolved (a
+    `resolve=False` checks an address written in the URL and lets a name that does not resolve pass (a
     registration: the name may not be published yet); before a delivery a name must resolve, and every
-    address it resolves to must be public. Nothing is checked with IDENTITY_WEBHOOKS_ALLOW_PRIVATE.
+    address it resolves to must be public.
     """
     parts = urlsplit(url)
     if parts.scheme.lower() not in SCHEMES:
         raise AddressRefused("The URL's scheme must be https or http.")
     if current_app.config["IDENTITY_WEBHOOKS_ALLOW_PRIVATE"]:
-        return
+        return None
     host = (parts.hostname or "").rstrip(".")
     try:
         addresses = [str(ipaddress.ip_address(host))]
@@ -76,6 +78,7 @@ def check_address(url, resolve=True):
                 f"The host {host} is or resolves to a {reason} address ({address}); webhooks are delivered to "
                 "public addresses only (IDENTITY_WEBHOOKS_ALLOW_PRIVATE=1 allows others)."
             )
+    return addresses
 
 
 def _resolve(host, parts, quiet):

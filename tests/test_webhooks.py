@@ -13,7 +13,7 @@ import pytest
 
 from identity import delivery
 from tests.conftest import ADMIN_WALLET, make_app
-from tests.live import BIN, ROOT
+from tests.live import BIN, ROOT, free_port
 from tests.receiver import Receiver, check_every_entry_in_order
 
 FAST = {
@@ -431,3 +431,30 @@ def test_webhook_answers_are_valid_against_the_document(client, admin):
     assert _validator(document, "Webhook").is_valid(admin("GET", f"/webhooks/{webhook_id}").json)
     assert _validator(document, "WebhookList").is_valid(admin("GET", "/webhooks").json)
     assert _validator(document, "DeliveryList").is_valid(admin("GET", f"/webhooks/{webhook_id}/deliveries").json)
+
+
+def test_backoff_doubles_from_the_shortest_wait_to_the_longest_with_jitter():
+    for attempt in range(1, 40):
+        ceiling = min(600, 2 ** (attempt - 1))
+        waits = [delivery.backoff(attempt, 1.0, 600.0) for _ in range(50)]
+        assert all(max(1.0, ceiling / 2) <= wait <= ceiling for wait in waits), attempt
+    assert len({delivery.backoff(12, 1.0, 600.0) for _ in range(20)}) > 1  # jitter: not all equal
+
+
+def test_flask_run_delivers_in_its_own_process(database_url, admin_key, keyed):
+    with Receiver() as receiver:
+        webhook = register(keyed, admin_key, receiver.url)
+        receiver.secret = webhook["secret"]
+        create_identities(keyed, 2)
+        env = {**os.environ, "DATABASE_URL": database_url, "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": "1",
+               "IDENTITY_WEBHOOK_POLL_SECONDS": "0.05"}
+        process = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "run", "--port", str(free_port()), "--no-reload"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert receiver.wait_for(lambda r: len(r.delivered()) >= 2)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        check_every_entry_in_order(receiver.deliveries, seqs_of(keyed, admin_key))

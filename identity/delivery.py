@@ -284,6 +284,7 @@ class Deliverer:
         self.loops = {}  # webhook id -> the thread delivering it
         self.lock = threading.Lock()
         self.thread = None
+        self.failing = None  # the cause of the database error last logged, until the database answers
 
     def holding(self):
         return not self.stopping.is_set() and time.monotonic() < self.holding_until
@@ -331,10 +332,13 @@ class Deliverer:
         except DBAPIError as error:
             db.session.rollback()
             why = cause(error)
-            # The lease is asked for without waiting for SQLite's write lock: another writer holding it is no fault.
-            log.log(logging.DEBUG if why.startswith("locked") else logging.WARNING,
-                    "webhook deliverer: database %s; trying again", why)
-            renew_at = min(renew_at, now + self.poll)
+            # The lease is asked for without waiting for SQLite's write lock: another writer holding it is
+            # no fault. Anything else is logged once, not at every poll, until the database answers again.
+            quiet = why.startswith("locked") or why == self.failing
+            log.log(logging.DEBUG if quiet else logging.WARNING, "webhook deliverer: database %s; trying again", why)
+            self.failing = self.failing if why.startswith("locked") else why
+            return min(renew_at, now + self.poll)
+        self.failing = None
         return renew_at
 
     def dispatch(self):

@@ -14,7 +14,7 @@ def create_app(config=None):
 
     from . import delivery, docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
-    from .cli import backup, identities, keys
+    from .cli import backup, identities, keys, webhooks
     from .config import engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
@@ -48,5 +48,6 @@ def create_app(config=None):
     app.cli.add_command(keys)
     app.cli.add_command(backup)
     app.cli.add_command(identities)
+    app.cli.add_command(webhooks)
     delivery.init_app(app)
     return app

@@ -1,6 +1,7 @@
 """A real webhook receiver for tests: an HTTP server on 127.0.0.1 that verifies each delivery's
 signature with the standardwebhooks library, records it, and answers as the test tells it."""
 
+import bisect
 import json
 import threading
 import time
@@ -85,9 +86,16 @@ class Receiver:
 
 
 def check_every_entry_in_order(deliveries, seqs):
-    """Every seq of `seqs` was delivered (a 2xx), first deliveries in order; a repeat carries the
-    webhook-id of the first delivery of its seq; every delivery verified."""
+    """Every seq of `seqs` was delivered (a 2xx), first deliveries in order, and no entry was even
+    attempted before every earlier one had been delivered; a repeat carries the webhook-id of the
+    first delivery of its seq; every delivery verified."""
     assert all(d["verified"] for d in deliveries)
+    expected, done = sorted(seqs), set()
+    for delivery in deliveries:
+        earlier = expected[:bisect.bisect_left(expected, delivery["seq"])]
+        assert set(earlier) <= done, f"entry {delivery['seq']} was sent before an earlier one was delivered"
+        if 200 <= delivery["status"] < 300:
+            done.add(delivery["seq"])
     first = {}
     for delivery in deliveries:
         if 200 <= delivery["status"] < 300:

@@ -459,3 +459,17 @@ def test_flask_run_delivers_in_its_own_process(database_url, admin_key, keyed):
             process.terminate()
             process.wait(timeout=30)
         check_every_entry_in_order(receiver.deliveries, seqs_of(keyed, admin_key))
+
+
+def test_the_lease_has_one_holder_until_it_expires_or_is_released(app):
+    from identity import lease
+
+    with app.app_context():
+        assert lease.take("test", "first", 0.5)
+        assert not lease.take("test", "second", 0.5)
+        assert lease.take("test", "first", 0.5)  # a renewal
+        time.sleep(0.6)  # longer than the term: the first holder has stopped renewing
+        assert lease.take("test", "second", 60)
+        assert not lease.take("test", "first", 60)
+        lease.release("test", "second")
+        assert lease.take("test", "first", 60)

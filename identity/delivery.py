@@ -49,6 +49,9 @@ _change_schema = ChangeSchema()
 _jitter = random.SystemRandom()
 _WEBHOOKS = Webhook.__table__
 _DELIVERIES = WebhookDelivery.__table__
+# What a webhook's loop starts from.
+_RUN_COLUMNS = (Webhook.id, Webhook.url, Webhook.secret, Webhook.position, Webhook.attempts, Webhook.failing_since,
+                Webhook.next_attempt_at)
 
 
 def backoff(attempt, shortest, longest):
@@ -197,7 +200,11 @@ class Deliverer:
         with self.app.app_context():
             try:
                 while not self.stopping.is_set():
-                    renew_at = self.tick(renew_at)
+                    try:
+                        renew_at = self.tick(renew_at)
+                    except Exception:  # noqa: BLE001 - the deliverer outlives any one failure; it polls again
+                        log.exception("webhook deliverer: a poll failed; trying again")
+                        db.session.remove()
                     self.stopping.wait(self.poll)
             finally:
                 self.holding_until = 0.0
@@ -218,7 +225,7 @@ class Deliverer:
             if self.holding():
                 self.dispatch()
         except DBAPIError as error:
-            db.session.rollback()
+            db.session.remove()  # a fresh session for the next poll, whatever state this one is in
             why = cause(error)
             # The lease is asked for without waiting for SQLite's write lock: another writer holding it is
             # no fault. Anything else is logged once, not at every poll, until the database answers again.
@@ -231,7 +238,8 @@ class Deliverer:
 
     def dispatch(self):
         head = select(func.coalesce(func.max(Change.seq), 0)).scalar_subquery()
-        due = db.session.execute(select(Webhook).where(Webhook.active, Webhook.position < head)).scalars().all()
+        # Rows, not ORM objects: a loop reads them in its own thread, while this session goes on.
+        due = db.session.execute(select(*_RUN_COLUMNS).where(Webhook.active, Webhook.position < head)).all()
         db.session.commit()
         with self.lock:
             for webhook in due:

@@ -16,6 +16,9 @@ from tests.conftest import ADMIN_WALLET, make_app
 from tests.live import BIN, ROOT, free_port
 from tests.receiver import Receiver, check_every_entry_in_order
 
+# A deliverer's thread that dies of an exception fails the test that started it.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 FAST = {
     "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS": 0.05,
     "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS": 0.2,
@@ -473,3 +476,24 @@ def test_the_lease_has_one_holder_until_it_expires_or_is_released(app):
         assert not lease.take("test", "first", 60)
         lease.release("test", "second")
         assert lease.take("test", "first", 60)
+
+
+@pytest.mark.postgresql_only
+def test_deliveries_resume_after_the_database_went_away_and_came_back(keyed, admin_key):
+    from tests import postgres
+
+    with Receiver(delay=0.02) as receiver:
+        webhook = register(keyed, admin_key, receiver.url)
+        receiver.secret = webhook["secret"]
+        create_identities(keyed, 30)
+        delivery.start(keyed)
+        assert receiver.wait_for(lambda r: len(r.delivered()) >= 5)
+        postgres.pg_ctl("stop", "-m", "fast", "-w")
+        try:
+            time.sleep(1)  # several polls and flushes fail meanwhile
+        finally:
+            postgres.pg_ctl("start", "-w")
+        seqs = seqs_of(keyed, admin_key)
+        assert len(receiver.delivered()) < len(seqs), "all delivered before the outage: the test proved nothing"
+        assert receiver.wait_for(lambda r: set(seqs) <= set(r.delivered()))
+        check_every_entry_in_order(receiver.deliveries, seqs)

@@ -57,6 +57,7 @@ bench: install-dev
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/tail.py
 	$(BIN)/python bench/streams.py
+	$(BIN)/python bench/webhooks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

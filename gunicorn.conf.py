@@ -212,6 +212,18 @@ def post_worker_init(worker):
         _in_background(stop_when_drained)
 
     signal.signal(signal.SIGTERM, drain_then_stop)
+    # The webhook deliverer runs in every worker (greenlets under gevent); the lease in the database
+    # lets one at a time deliver, across workers and nodes (identity/delivery.py).
+    from identity import delivery
+
+    delivery.start(worker.wsgi)
+
+
+def worker_exit(server, worker):
+    # In the worker, as it exits: its deliverer gives the lease up, so that another takes over at once.
+    from identity import delivery
+
+    delivery.stop(worker.wsgi, timeout=2)
 
 
 def worker_int(worker):

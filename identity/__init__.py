@@ -12,9 +12,9 @@ def create_app(config=None):
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
 
-    from . import docs, encoding, headers, limits, live, logs, metrics, request_id
+    from . import delivery, docs, encoding, headers, limits, live, logs, metrics, request_id
     from .api import blp
-    from .cli import backup, check_database, identities, keys
+    from .cli import backup, check_database, identities, keys, webhooks
     from .config import database_url, engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
@@ -50,4 +50,6 @@ def create_app(config=None):
     app.cli.add_command(backup)
     app.cli.add_command(check_database)
     app.cli.add_command(identities)
+    app.cli.add_command(webhooks)
+    delivery.init_app(app)
     return app

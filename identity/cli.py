@@ -1,17 +1,18 @@
 """`flask keys ...`: issue, list, rotate and revoke API keys. `flask identities ...`: curate identities.
-`flask backup PATH`: copy the SQLite database."""
+`flask backup PATH`: copy the SQLite database. `flask webhooks deliver`: a webhook deliverer on its own."""
 
 import functools
 import os
+import signal
 import sqlite3
 import tempfile
 from pathlib import Path
 
 import click
-from flask.cli import with_appcontext
+from flask.cli import pass_script_info, with_appcontext
 from sqlalchemy.exc import DBAPIError
 
-from . import curation, readiness, service
+from . import curation, delivery, readiness, service
 from .errors import IdentityNotFound, ServiceError
 from .extensions import db
 from .faults import cause
@@ -260,3 +261,24 @@ def set_status(identity_id, status, wallet):
     except IdentityNotFound:
         raise click.ClickException(f"No identity has the id {identity_id!r}.") from None
     click.echo(f"{identity['identity_id']} is {identity['status']}.")
+
+
+@click.group()
+def webhooks():
+    """Webhooks: run a deliverer on its own."""
+
+
+@webhooks.command("deliver")
+@pass_script_info
+def deliver_command(script_info):
+    """Deliver webhooks until stopped (SIGINT or SIGTERM); one deliverer works at a time, through the lease."""
+    app = script_info.load_app()
+    deliverer = delivery.Deliverer(app)
+    signal.signal(signal.SIGTERM, lambda signum, frame: deliverer.stopping.set())
+    click.echo(f"Delivering webhooks as {deliverer.holder}; stop with Ctrl-C.", err=True)
+    try:
+        deliverer.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        deliverer.stop()

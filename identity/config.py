@@ -31,6 +31,19 @@ def _bool(environ, name, default):
     raise ValueError(f"{name} must be true or false, not {raw!r}")
 
 
+def _seconds(environ, name, default, minimum=0.0):
+    raw = (environ.get(name) or "").strip()
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not minimum <= value < float("inf"):
+        raise ValueError(f"{name} must be a number of seconds of at least {minimum:g}, not {raw!r}")
+    return value
+
+
 def _rate_limit(environ, name, default):
     value = environ.get(name) or default
     try:
@@ -89,6 +102,22 @@ def settings_from_env(environ=None):
         # both well under gunicorn's 30 s worker timeout, so a stuck database gives a 503, not a killed worker.
         "IDENTITY_DB_POOL_TIMEOUT": _int(environ, "IDENTITY_DB_POOL_TIMEOUT", 10),
         "IDENTITY_DB_CONNECT_TIMEOUT": _int(environ, "IDENTITY_DB_CONNECT_TIMEOUT", 5),
+        # Webhooks (identity.webhooks, identity.delivery). A node delivers unless told not to; one
+        # deliverer works at a time across every process and node, through a lease in the database.
+        "IDENTITY_WEBHOOKS_DELIVER": _bool(environ, "IDENTITY_WEBHOOKS_DELIVER", True),
+        # Receivers on loopback, private, link-local... addresses: refused unless this says otherwise.
+        "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": _bool(environ, "IDENTITY_WEBHOOKS_ALLOW_PRIVATE", False),
+        # After this many seconds of failures a webhook turns inactive (PATCH active true resumes it).
+        "IDENTITY_WEBHOOK_GIVE_UP": _seconds(environ, "IDENTITY_WEBHOOK_GIVE_UP", 24 * 3600.0),
+        # The back-off between attempts at one entry doubles from the first to the last, with jitter.
+        "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS", 1.0, 0.01),
+        "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS", 600.0, 0.01),
+        # The deliverer's lease: a holder that stops renewing it is replaced within this time and a third.
+        "IDENTITY_WEBHOOK_LEASE_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_LEASE_SECONDS", 15.0, 1.0),
+        # How often the lease holder looks for new entries (one query per interval, however many webhooks).
+        "IDENTITY_WEBHOOK_POLL_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_POLL_SECONDS", 0.5, 0.01),
+        # The deliveries log keeps this many of the latest attempts per webhook.
+        "IDENTITY_WEBHOOK_DELIVERIES_KEPT": _int(environ, "IDENTITY_WEBHOOK_DELIVERIES_KEPT", 100),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",

@@ -16,7 +16,7 @@ from flask import Blueprint
 from . import content
 from .auth import HEADER
 from .fields import documented_validators, safe_integers
-from .schemas import IdentityPatchSchema, IdentitySchema
+from .schemas import IdentityPatchSchema, IdentitySchema, WebhookPatchSchema
 
 
 class DocumentedFields(MarshmallowPlugin):
@@ -39,6 +39,7 @@ def init_app(app, api):
     api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": HEADER})
     # A patch must change something: the document says so, as the schema's validator does.
     api.spec.components.schema("IdentityPatch", {"minProperties": 1}, schema=IdentityPatchSchema)
+    api.spec.components.schema("WebhookPatch", {"minProperties": 1}, schema=WebhookPatchSchema)
     assets = Blueprint(
         "swagger_ui_assets",
         __name__,
@@ -107,3 +108,21 @@ EVENT_STREAM_DOC = {
         }
     }
 }
+WEBHOOK_EXAMPLE = {
+    "id": "7d1e5c3a-2b4f-4a6e-9c8d-1f0a2b3c4d5e",
+    "url": "https://hooks.example.com/identity",
+    "description": "Search index",
+    "active": True,
+    "position": 42,
+    "attempts": 0,
+    "failing_since": None,
+    "next_attempt_at": None,
+    "created_at": "2026-11-21T09:30:00.123456Z",
+    "updated_at": "2026-11-21T09:30:00.123456Z",
+}
+WEBHOOK_CREATED_EXAMPLE = {**WEBHOOK_EXAMPLE, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/Q3IuWtkbbI="}
+DELIVERY_EXAMPLES = [
+    {"seq": 43, "attempt": 2, "at": "2026-11-21T09:46:02.000000Z", "duration_ms": 31, "status": 200, "error": None},
+    {"seq": 43, "attempt": 1, "at": "2026-11-21T09:46:00.000000Z", "duration_ms": 12, "status": 503,
+     "error": "answered 503"},
+]

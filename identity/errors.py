@@ -111,6 +111,14 @@ class IdentityRemoved(ServiceError):
         self.identity_id = identity_id
 
 
+class WebhookNotFound(ServiceError):
+    status = 404
+    DETAIL = "No webhook exists with this id; GET /webhooks lists them."
+
+    def __init__(self):
+        super().__init__(self.DETAIL)
+
+
 class PreconditionFailed(ServiceError):
     """If-Match named another representation than the current one: nothing was changed."""
 

@@ -1,4 +1,4 @@
-"""The database tables: users, their API keys, and identities."""
+"""The database tables: users, their API keys, identities, their change log, and webhooks."""
 
 import uuid
 from datetime import UTC, datetime
@@ -203,3 +203,55 @@ class Change(db.Model):
     kind: Mapped[str] = mapped_column(String(16))
     # For a change: {field: {"before": value, "after": value}}, values as the Identity object writes them.
     fields: Mapped[dict | None] = mapped_column(types.JSON(none_as_null=True), nullable=True)
+
+
+# INTEGER PRIMARY KEY on SQLite (its rowid), a BIGINT drawn from a sequence elsewhere.
+_SERIAL = types.BigInteger().with_variant(types.Integer, "sqlite")
+
+
+class Webhook(db.Model):
+    """A URL that every entry of the change log is POSTed to, in order (see identity.delivery)."""
+
+    __tablename__ = "webhooks"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    url: Mapped[str] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Kept as it is, since it signs every delivery; shown once, in the answer to the registration.
+    secret: Mapped[str] = mapped_column(String(64))
+    active: Mapped[bool] = mapped_column(default=True)
+    # The seq of the last entry delivered: the next delivery is the first entry after it.
+    position: Mapped[int] = mapped_column(types.BigInteger, default=0)
+    # Retry state of the entry after `position`: failed attempts so far, since when, and when the next is due.
+    attempts: Mapped[int] = mapped_column(default=0)
+    failing_since: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WebhookDelivery(db.Model):
+    """One attempt at delivering an entry to a webhook; only the latest few per webhook are kept."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_webhook_id_id", "webhook_id", "id"),)
+
+    id: Mapped[int] = mapped_column(_SERIAL, primary_key=True)
+    webhook_id: Mapped[str] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(types.BigInteger)
+    attempt: Mapped[int] = mapped_column()
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    duration_ms: Mapped[int] = mapped_column()
+    # The receiver's status code, or None when there was no answer (then `error` says why).
+    status: Mapped[int | None] = mapped_column(nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class Lease(db.Model):
+    """A named lease: who holds it, until when. One deliverer at a time holds "webhooks"."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)

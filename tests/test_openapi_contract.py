@@ -28,6 +28,12 @@ OPERATION_IDS = {
     ("/keys/{key_id}/rotate", "post"): "rotateKey",
     ("/keys/{key_id}", "delete"): "revokeKey",
     ("/users/{wallet}", "get"): "getUser",
+    ("/webhooks", "post"): "createWebhook",
+    ("/webhooks", "get"): "listWebhooks",
+    ("/webhooks/{webhook_id}", "get"): "getWebhook",
+    ("/webhooks/{webhook_id}", "patch"): "updateWebhook",
+    ("/webhooks/{webhook_id}", "delete"): "deleteWebhook",
+    ("/webhooks/{webhook_id}/deliveries", "get"): "listWebhookDeliveries",
 }
 MAX_SAFE_INTEGER = 2**53 - 1
 # EIP-55's own test vector: mixed case, valid checksum.

@@ -251,6 +251,16 @@ class WholeNumber(fields.Integer):
         return super()._deserialize(value, attr, data, **kwargs)
 
 
+class JsonBoolean(fields.Boolean):
+    """A JSON true or false, and nothing else: marshmallow's Boolean also takes 1, 0 and "yes" (and 0 is in
+    any set that holds False, so truthy/falsy sets cannot keep it out)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
 class CurationText(validate.Validator):
     """A string of at most 256 characters with no control characters (nor lone surrogates, which
     no database stores)."""

@@ -12,6 +12,7 @@ from .fields import (
     WALLET_PATTERN,
     BigInt,
     CurationText,
+    JsonBoolean,
     SearchText,
     Text,
     Timestamp,
@@ -605,9 +606,7 @@ class WebhookPatchSchema(Schema):
 
     url = _webhook_url()
     description = _webhook_description()
-    active = fields.Boolean(
-        truthy={True},
-        falsy={False},
+    active = JsonBoolean(
         metadata={"description": "false pauses deliveries; true resumes them where they stopped (after a "
                   "give-up too), retry state cleared."}
     )

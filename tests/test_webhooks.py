@@ -96,6 +96,15 @@ def test_empty_patch_or_unknown_field_is_422(admin):
     assert "secret" in response.json["errors"]
 
 
+@pytest.mark.parametrize("active", [0, 1, "true", None])
+def test_active_must_be_a_json_boolean(admin, active):
+    webhook_id = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["id"]
+    response = admin("PATCH", f"/webhooks/{webhook_id}", {"active": active})
+    assert response.status_code == 422
+    assert "active" in response.json["errors"]
+    assert admin("GET", f"/webhooks/{webhook_id}").json["active"] is True
+
+
 def test_delete_removes_it(admin):
     webhook_id = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["id"]
     assert admin("DELETE", f"/webhooks/{webhook_id}").status_code == 204

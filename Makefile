@@ -42,8 +42,12 @@ dev: upgrade
 	@$(FLASK) keys bootstrap --base-url http://$(HOST):$(PORT)
 	exec $(FLASK) run --debug --host $(HOST) --port $(PORT)
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist); the tests marked serial stop the PostgreSQL server
+# the others share, so they run first, alone (exit 5: none selected, as without PostgreSQL).
+TEST_WORKERS ?= 3
 test: install-dev lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -187,7 +187,7 @@ def post_worker_init(worker):
     a few seconds), and only then is it told to stop. A client that came after SIGTERM sees its
     connection refused when the socket closes: it was never accepted.
     """
-    from identity import live  # the worker's app imported it already
+    from identity import background  # the worker's app imported it already
 
     handler = signal.getsignal(signal.SIGTERM)
     draining = []
@@ -208,22 +208,20 @@ def post_worker_init(worker):
             _refuse_new_connections(listener)
         # Open event streams and long polls end at once (their clients resume with Last-Event-ID), so
         # that the stop waits on none of them.
-        _in_background(live.end_streams)
+        _in_background(background.end_streams)
         _in_background(stop_when_drained)
 
     signal.signal(signal.SIGTERM, drain_then_stop)
     # The webhook deliverer runs in every worker (greenlets under gevent); the lease in the database
-    # lets one at a time deliver, across workers and nodes (identity/delivery.py).
-    from identity import delivery
-
-    delivery.start(worker.wsgi)
+    # lets one at a time deliver, across workers and nodes (identity/background.py).
+    background.start(worker.wsgi)
 
 
 def worker_exit(server, worker):
     # In the worker, as it exits: its deliverer gives the lease up, so that another takes over at once.
-    from identity import delivery
+    from identity import background
 
-    delivery.stop(worker.wsgi, timeout=2)
+    background.stop(worker.wsgi, timeout=2)
 
 
 def worker_int(worker):

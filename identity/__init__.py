@@ -12,7 +12,7 @@ def create_app(config=None):
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
 
-    from . import delivery, docs, encoding, headers, limits, live, logs, metrics, request_id
+    from . import background, docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
     from .cli import backup, check_database, identities, keys, webhooks
     from .config import database_url, engine_options, settings_from_env
@@ -45,11 +45,10 @@ def create_app(config=None):
     headers.init_app(app)
     metrics.init_app(app)
     limits.init_app(app)
-    live.init_app(app)
     app.cli.add_command(keys)
     app.cli.add_command(backup)
     app.cli.add_command(check_database)
     app.cli.add_command(identities)
     app.cli.add_command(webhooks)
-    delivery.init_app(app)
+    background.init_app(app)
     return app

@@ -17,10 +17,14 @@ const config = JSON.parse(process.env.IDENTITY_SCENARIO ?? "{}") as {
   keys: { admin: string; user: string; limited: string };
   user_wallet: string;
 };
-const client = (key: string) => createClient<paths>({ baseUrl: config.base_url, headers: { "x-api-key": key } });
+// The media types this client reads: JSON, problem details (application/problem+json) included. GET
+// /changes also documents a text/event-stream answer (feed=eventsource), which a JSON client does not
+// ask for; openapi-fetch's Media type parameter leaves it out of the answer's type.
+type Json = `${string}/${string}json`;
+const client = (key: string) => createClient<paths, Json>({ baseUrl: config.base_url, headers: { "x-api-key": key } });
 const admin = client(config.keys.admin);
 const user = client(config.keys.user);
-const anonymous = createClient<paths>({ baseUrl: config.base_url });
+const anonymous = createClient<paths, Json>({ baseUrl: config.base_url });
 const tag = Math.random().toString(36).slice(2, 14);
 const unknown = "did:identity:ipfs:bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bvkuxqxdpmydhvfa";
 

@@ -26,6 +26,8 @@ from tests.live import BIN, ROOT, LiveServer, flask_cli, prepare_database
 TS = ROOT / "tests" / "clients" / "ts"
 # Few creates a minute: the scenario's `limited` key runs out (429); the others stay within it.
 CREATE_BUDGET = "30/minute"
+# A revoked key is refused within this many seconds (the scenarios poll a little longer for the 401).
+KEY_CACHE_SECONDS = "1"
 
 
 def key_for(database_url, role, wallet=None):
@@ -37,7 +39,9 @@ def key_for(database_url, role, wallet=None):
 def server(tmp_path_factory):
     database_url = f"sqlite:///{tmp_path_factory.mktemp('clients') / 'identity.db'}"
     prepare_database(database_url, new_wallet())
-    server = LiveServer(database_url, workers=1, env={"IDENTITY_RATELIMIT_CREATE": CREATE_BUDGET}).start()
+    server = LiveServer(database_url, workers=1, env={
+        "IDENTITY_RATELIMIT_CREATE": CREATE_BUDGET, "IDENTITY_KEY_CACHE_SECONDS": KEY_CACHE_SECONDS,
+    }).start()
     server.database = database_url
     yield server
     server.stop()

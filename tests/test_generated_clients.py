@@ -3,7 +3,9 @@
 A real gunicorn serves /openapi.json; openapi-spec-validator and Redocly's linter find no error in it;
 openapi-python-client generates a Python client and openapi-typescript + openapi-fetch a TypeScript one
 (`tsc --strict` checks it); each runs the same scenario (tests/clients/scenario.py, .../ts/scenario.ts)
-against that server using only generated code. The npm tools are pinned in tests/clients/ts's
+against that server using only generated code: identities, their history and feed (long poll included),
+keys and users, and the problems of each. The event stream (text/event-stream) is not JSON: the
+scenarios leave it out, but the TypeScript types must compile with it documented. The npm tools are pinned in tests/clients/ts's
 package-lock.json and installed once (`npm ci`) into its node_modules, reused while the lock is unchanged.
 """
 
@@ -123,6 +125,7 @@ def test_generated_python_client_runs_the_scenario(server, document_path, tmp_pa
 def test_generated_typescript_client_type_checks_strictly_and_runs_the_scenario(server, npm_tools):
     generated = TS / "generated" / "schema.d.ts"
     run([str(npm_tools / "openapi-typescript"), server.url + "/openapi.json", "-o", str(generated)], cwd=TS)
+    assert '"text/event-stream"' in generated.read_text()  # GET /changes's stream is in what tsc checks
     shutil.rmtree(TS / "build", ignore_errors=True)
     run([str(npm_tools / "tsc"), "-p", str(TS)], cwd=TS)
     keys, wallet = scenario_keys(server)

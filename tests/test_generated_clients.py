@@ -5,8 +5,10 @@ openapi-python-client generates a Python client and openapi-typescript + openapi
 (`tsc --strict` checks it); each runs the same scenario (tests/clients/scenario.py, .../ts/scenario.ts)
 against that server using only generated code: identities, their history and feed (long poll included),
 keys and users, and the problems of each. The event stream (text/event-stream) is not JSON: the
-scenarios leave it out, but the TypeScript types must compile with it documented. The npm tools are pinned in tests/clients/ts's
-package-lock.json and installed once (`npm ci`) into its node_modules, reused while the lock is unchanged.
+scenarios leave it out, but the TypeScript types must compile with it documented. openapi-generator's
+Python client runs a shorter one (tests/clients/generator_scenario.py). The npm tools are pinned in
+tests/clients/ts's package-lock.json and installed once (`npm ci`) into its node_modules, reused while
+the lock is unchanged.
 """
 
 import fcntl
@@ -22,6 +24,7 @@ import requests
 from openapi_spec_validator import validate
 
 from identity.seed import new_wallet
+from tests.clients import generator_scenario
 from tests.clients.scenario import PACKAGE, STEPS, Scenario
 from tests.live import BIN, ROOT, LiveServer, flask_cli, prepare_database
 
@@ -119,6 +122,28 @@ def test_generated_python_client_runs_the_scenario(server, document_path, tmp_pa
     finally:
         sys.path.remove(str(output.parent))
         for name in [name for name in sys.modules if name == PACKAGE or name.startswith(PACKAGE + ".")]:
+            del sys.modules[name]
+
+
+def test_openapi_generator_python_client_runs_a_short_scenario(server, document_path, tmp_path):
+    """openapi-generator's own `python` generator, from the jar the openapi-generator-cli package ships
+    (pinned in requirements-dev.txt); it needs a Java runtime, 11 or newer."""
+    if not shutil.which("java"):
+        pytest.skip("java is missing: install Debian's default-jre-headless (.ci/run does)")
+    package = generator_scenario.PACKAGE
+    output = tmp_path / "generated"
+    run([
+        str(BIN / "openapi-generator-cli"), "generate", "--input-spec", str(document_path), "--generator-name",
+        "python", "--output", str(output), "--package-name", package,
+    ])
+    wallet = new_wallet()
+    sys.path.insert(0, str(output))
+    try:
+        scenario = generator_scenario.GeneratorScenario(server.url, key_for(server.database, "User", wallet), wallet)
+        assert scenario.run() == list(generator_scenario.STEPS)
+    finally:
+        sys.path.remove(str(output))
+        for name in [name for name in sys.modules if name == package or name.startswith(package + ".")]:
             del sys.modules[name]
 
 

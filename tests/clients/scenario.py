@@ -255,9 +255,11 @@ class Scenario:
         page = answer.parsed
         assert isinstance(page, self.models.KeyPage) and page.total == 2  # the user's key and the read key
         seen = [key.id for key in page.data]
-        while page.next_:
+        while True:
+            assert self.read_key.key not in answer.content.decode() and self.keys["user"] not in answer.content.decode()
+            if not page.next_:
+                break
             answer = listing.sync_detailed(client=self.admin, cursor=page.next_)
-            assert self.read_key.key not in answer.content.decode()
             page = answer.parsed
             seen.extend(key.id for key in page.data)
         assert len(seen) == len(set(seen)) == page.total and self.read_key.id in seen

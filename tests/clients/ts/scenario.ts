@@ -239,6 +239,7 @@ async function createKey() {
 async function listKeysAndFollowNext() {
   let { data: page } = await admin.GET("/keys", { params: { query: { wallet: config.user_wallet.toLowerCase(), limit: 1 } } });
   check(page !== undefined && page.total === 2, "the user's two keys");
+  check(!JSON.stringify(page).includes(readKey.key), "a listing has no secrets");
   const total = page.total;
   const seen = page.data.map((key) => key.id);
   while (page?.next) {

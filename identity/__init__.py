@@ -11,10 +11,11 @@ def create_app(config=None):
     # loaded by every pytest run in an environment that has the package installed, and a run that
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
+    from flask_migrate.cli import db as migrate_commands
 
     from . import docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
-    from .cli import backup, identities, keys
+    from .cli import backup, copy_database, identities, keys
     from .config import engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
@@ -48,4 +49,6 @@ def create_app(config=None):
     app.cli.add_command(keys)
     app.cli.add_command(backup)
     app.cli.add_command(identities)
+    # `flask db copy` beside Flask-Migrate's own `db` commands (its group is the one `flask db` runs).
+    migrate_commands.add_command(copy_database)
     return app

@@ -129,4 +129,4 @@ def write_snapshot(stream, progress=None):
     root = writer.root()
     stream.seek(0)
     stream.write(varint.encode(len(placeholder)) + header(root))
-    return CID.decode(root), count
+    return CID.decode(root).encode("base32"), count

@@ -212,7 +212,8 @@ def export_identities(path):
     """
     with _progress(portable.count_identities()) as bar:
         if str(path) == "-":
-            written = portable.export_identities(click.get_binary_stream("stdout"), bar.update)
+            with click.open_file("-", "wb") as stdout:
+                written = portable.export_identities(stdout, bar.update)
         else:
             with _writing(path) as stream:
                 written = portable.export_identities(stream, bar.update)

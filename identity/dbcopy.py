@@ -45,10 +45,9 @@ def copy_database(source_engine, target_url, progress=None):
         with source_engine.connect() as source, target_engine.connect() as target:
             if source.dialect.name == "postgresql":
                 source = source.execution_options(isolation_level="REPEATABLE READ")
-            with source.begin():
+            with source.begin(), target.begin():
                 _check(source, target)
-                with target.begin():
-                    report = _copy(source, target, progress)
+                report = _copy(source, target, progress)
         return report
     except SQLAlchemyError as error:
         raise CopyRefused(f"The copy failed and was rolled back, the target is unchanged: {error.__class__.__name__}: "
@@ -104,15 +103,16 @@ def _copy(source, target, progress):
     report = {}
     for table in tables():
         report[table.name] = _copy_table(source, target, table, progress)
+    expected = {table.name: _checksum(source, table) for table in tables()}
     # A table that triggers keep (identity_counts) gained rows as identities arrived: replace them once more.
     for table in tables():
-        if _checksum(target, table) != _checksum(source, table):
+        if _checksum(target, table) != expected[table.name]:
             _copy_table(source, target, table, None)
     _continue_sequences(source, target)
     for table in tables():
-        expected, found = _checksum(source, table), _checksum(target, table)
-        if expected != found:
-            raise CopyRefused(f"Table {table.name} did not verify ({found[0]} rows copied of {expected[0]}, or a "
+        found = _checksum(target, table)
+        if found != expected[table.name]:
+            raise CopyRefused(f"Table {table.name} did not verify ({found[0]} rows copied of {expected[table.name][0]}, or a "
                               "checksum differs); the copy was rolled back. Report it with both database versions.")
     return report
 

@@ -367,12 +367,6 @@ content.check_normalizable("\u0301")
 # --- Export and import (identity.portable) -------------------------------------------------------
 
 
-class IdentityExportSchema(IdentitySchema):
-    """A line of `identities export`: the Identity as an Admin reads it, its creator reduced to the wallet."""
-
-    creator = fields.Pluck(UserSchema, "wallet", required=True)
-
-
 class IdentityImportSchema(IdentityCreateSchema):
     """A line of `identities import`: an exported Identity. The content fields are validated and
     normalized as a create's are; the ids are checked against the content by identity.portable."""
@@ -396,5 +390,4 @@ class IdentityImportSchema(IdentityCreateSchema):
     user_conviction_value = UInt256String(required=True)
 
 
-identity_export_schema = IdentityExportSchema()
 identity_import_schema = IdentityImportSchema()

@@ -6,10 +6,12 @@ import os
 import sqlite3
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 from flask.cli import with_appcontext
+from sqlalchemy.exc import SQLAlchemyError
 from tqdm import tqdm
 
 from . import car, curation, dbcopy, portable, service
@@ -196,6 +198,24 @@ def set_status(identity_id, status, wallet):
     click.echo(f"{identity['identity_id']} is {identity['status']}.")
 
 
+@contextmanager
+def _faults(action, counts=None):
+    """A database or file fault during `action` as one line saying what to do, not a traceback."""
+    done = f" Committed so far: {counts.summary()}." if counts is not None else ""
+    try:
+        yield
+    except SQLAlchemyError as error:
+        raise click.ClickException(
+            f"{action} failed: the database refused or did not answer ({str(error).splitlines()[0]}).{done} "
+            "Check DATABASE_URL and that the database is up and has free space, then run it again."
+        ) from None
+    except OSError as error:
+        raise click.ClickException(
+            f"{action} failed: {error.strerror or error} ({error.filename or 'output'}).{done} "
+            "Check the path, its permissions and the free space, then run it again."
+        ) from None
+
+
 def _progress(total=None, unit="identities"):
     """A progress bar on stderr (rows done, rate) when it is a terminal; nothing in a pipe or a file."""
     return tqdm(total=total, unit=f" {unit}", unit_scale=False, disable=None, file=sys.stderr, dynamic_ncols=True)
@@ -210,7 +230,7 @@ def export_identities(path):
     Each line is the Identity as an Admin reads it, with the creator reduced to its wallet; `identities
     import` reads it back. A file is written under a temporary name and renamed when complete.
     """
-    with _progress(portable.count_identities()) as bar:
+    with _faults("The export"), _progress(portable.count_identities()) as bar:
         if str(path) == "-":
             with click.open_file("-", "wb") as stdout:
                 written = portable.export_identities(stdout, bar.update)
@@ -239,7 +259,7 @@ def import_identities(source, wallet):
         click.echo(f"line {number}: refused: {message}", err=True)
 
     try:
-        with _progress() as bar:
+        with _faults("The import", counts), _progress() as bar:
             portable.import_identities(source, wallet or CLI_WALLET, counts, refused, bar.update)
     except KeyboardInterrupt:
         click.echo(f"Interrupted after line {counts.lines}: {counts.summary()} (committed; import the rest again, "
@@ -261,7 +281,7 @@ def snapshot(path):
     loads it. The file is written under a temporary name and renamed when complete.
     """
     try:
-        with _progress(portable.count_identities()) as bar, _writing(path) as stream:
+        with _faults("The snapshot"), _progress(portable.count_identities()) as bar, _writing(path) as stream:
             root, written = car.write_snapshot(stream, bar.update)
     except car.SnapshotError as error:
         raise click.ClickException(str(error)) from None

@@ -264,3 +264,15 @@ def test_memory_stays_flat_from_2000_to_20000_identities(database_url, tmp_path,
         report(f"{step}: peak RSS {peaks[(step, 2000)] // 1024} MB at 2,000, {peaks[(step, 20000)] // 1024} MB at 20,000")
         # 18,000 more rows held in memory would add well over 15 MB (an exported line is ~900 bytes).
         assert peaks[(step, 20000)] - peaks[(step, 2000)] < 8 * 1024, (step, ratio)
+
+
+@pytest.mark.parametrize("command", [["import", "-"], ["export"], ["snapshot", "x.car"]])
+def test_an_unreachable_database_is_one_line_saying_what_to_do(unreachable_database_url, tmp_path, command):
+    app = make_app(unreachable_database_url)
+    if command[0] == "snapshot":
+        command = ["snapshot", str(tmp_path / "x.car")]
+    result = app.test_cli_runner().invoke(args=["identities", *command], input=next(export_lines(1)))
+    assert result.exit_code == 1
+    assert "failed: the database refused or did not answer" in result.output
+    assert "Check DATABASE_URL" in result.output and "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []

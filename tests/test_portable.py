@@ -1,10 +1,14 @@
 """`flask identities export` and `identities import`: JSON Lines that round-trip byte for byte, and an
 import that recomputes every id from its content."""
 
+import fcntl
 import os
+import pty
 import signal
+import struct
 import subprocess
 import sys
+import termios
 
 import orjson
 import pytest
@@ -276,3 +280,31 @@ def test_an_unreachable_database_is_one_line_saying_what_to_do(unreachable_datab
     assert "failed: the database refused or did not answer" in result.output
     assert "Check DATABASE_URL" in result.output and "Traceback" not in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.sqlite_only
+def test_a_terminal_gets_a_progress_bar_with_rows_and_rate_and_a_pipe_gets_none(database_url, tmp_path):
+    source = tmp_path / "lines.jsonl"
+    source.write_bytes(b"".join(export_lines(50)))
+    env = {**os.environ, "DATABASE_URL": database_url}
+    command = [str(BIN / "flask"), "--app", "app", "identities", "import", str(source)]
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 24 rows of 100 columns
+    with os.fdopen(leader, "rb", buffering=0) as terminal:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=follower)
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = terminal.read(4096)
+            except OSError:  # EIO: the command closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        stdout, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert b"50 identities" in shown and b"identities/s" in shown  # rows done and the rate
+    assert stdout.decode().strip() == "imported 50, skipped 0, refused 0"
+    piped = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=60)
+    assert piped.stderr == b"" and piped.stdout.decode().strip() == "imported 0, skipped 50, refused 0"

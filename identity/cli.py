@@ -176,7 +176,7 @@ def backup(path):
 
 @click.group()
 def identities():
-    """Curate identities."""
+    """Curate identities, and move them as data: export, import, snapshot."""
 
 
 @identities.command("set-status")

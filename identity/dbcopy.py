@@ -26,7 +26,7 @@ from sqlalchemy import Integer, create_engine, func, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from .extensions import db
+from .extensions import db, tune_sqlite
 
 BATCH = 5000
 # Tables whose rows a migration writes (the cursor secret of 0002): present in an empty target.
@@ -66,9 +66,7 @@ def _target_engine(source_engine, target_url):
     if url.render_as_string(hide_password=False) == source_engine.url.render_as_string(hide_password=False):
         raise CopyRefused("--to names the configured database itself; give another database.")
     if url.get_backend_name() == "sqlite":
-        from .extensions import tune_sqlite
-
-        tune_sqlite(engine, 30_000)
+        tune_sqlite(engine, 30_000)  # foreign keys on, and a wait rather than "database is locked"
     return engine
 
 

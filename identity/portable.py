@@ -134,6 +134,7 @@ class Refused(Exception):
 class _Batch:
     rows: list = field(default_factory=list)
     content_ids: set = field(default_factory=set)
+    ids: set = field(default_factory=set)
 
 
 def import_identities(lines, wallet, counts=None, on_refused=None, progress=None, batch_size=IMPORT_BATCH):
@@ -163,9 +164,15 @@ def import_identities(lines, wallet, counts=None, on_refused=None, progress=None
         if row["content_id"] in batch.content_ids:
             counts.skipped += 1  # the same content twice in the file: the first one stands
             continue
+        if row["id"] in batch.ids:
+            counts.refused += 1
+            if on_refused:
+                on_refused(number, f"id {row['id']} is the id of an earlier line's identity; give this line a new id")
+            continue
         row["line"] = number
         batch.rows.append(row)
         batch.content_ids.add(row["content_id"])
+        batch.ids.add(row["id"])
         if len(batch.rows) >= batch_size:
             _write(batch.rows, wallet, counts, on_refused)
             batch = _Batch()

@@ -308,3 +308,16 @@ def test_a_terminal_gets_a_progress_bar_with_rows_and_rate_and_a_pipe_gets_none(
     assert stdout.decode().strip() == "imported 50, skipped 0, refused 0"
     piped = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=60)
     assert piped.stderr == b"" and piped.stdout.decode().strip() == "imported 0, skipped 50, refused 0"
+
+
+def test_an_id_taken_by_another_identity_is_refused(app, tmp_path):
+    first, second, third, fourth = (orjson.loads(line) for line in export_lines(4))
+    source = tmp_path / "taken.jsonl"
+    source.write_bytes(orjson.dumps(first) + b"\n")
+    assert run_import(app, source).exit_code == 0
+    source.write_bytes(b"\n".join(orjson.dumps(line) for line in ({**second, "id": first["id"]}, third, {**fourth, "id": third["id"]})))
+    result = run_import(app, source)
+    assert result.exit_code == 1
+    assert result.stdout.strip() == "imported 1, skipped 0, refused 2"
+    assert f"line 1: refused: id {first['id']} belongs to another identity" in result.stderr
+    assert f"line 3: refused: id {third['id']} is the id of an earlier line's identity" in result.stderr

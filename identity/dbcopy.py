@@ -1,7 +1,7 @@
 """`flask db copy --to URL`: every row of the service's database into another, migrated and empty one.
 
 Generic over the models' metadata: a table or column that a model declares comes along with no
-change here. What needs care, whatever the tables:
+change here, and so does a table that a migration made without a model (reflected from the source). What needs care, whatever the tables:
 
 - Tables that database triggers keep (identity_counts, migration 0002) are filled again by the
   target's own triggers as identities arrive; so every table's target rows are replaced by the
@@ -22,7 +22,7 @@ import hashlib
 from datetime import datetime
 
 import orjson
-from sqlalchemy import Integer, create_engine, func, inspect, select, text
+from sqlalchemy import Integer, MetaData, create_engine, func, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
@@ -46,8 +46,9 @@ def copy_database(source_engine, target_url, progress=None):
             if source.dialect.name == "postgresql":
                 source = source.execution_options(isolation_level="REPEATABLE READ")
             with source.begin(), target.begin():
-                _check(source, target)
-                report = _copy(source, target, progress)
+                tables = tables_of(source)
+                _check(source, target, tables)
+                report = _copy(source, target, tables, progress)
         return report
     except SQLAlchemyError as error:
         raise CopyRefused(f"The copy failed and was rolled back, the target is unchanged: {error.__class__.__name__}: "
@@ -70,12 +71,35 @@ def _target_engine(source_engine, target_url):
     return engine
 
 
-def tables():
-    """The tables to copy, parents before children."""
-    return list(db.metadata.sorted_tables)
+def tables_of(source):
+    """The tables to copy, parents before children: the models' tables, then any other table of the
+    source (reflected), but the migration version and the tables SQLite's full-text indexes keep."""
+    tables = list(db.metadata.sorted_tables)
+    others = set(inspect(source).get_table_names()) - {table.name for table in tables} - {"alembic_version"}
+    others -= _full_text_tables(source, others)
+    if others:
+        reflected = MetaData()
+        reflected.reflect(source, only=sorted(others))
+        tables += reflected.sorted_tables
+    return tables
 
 
-def _check(source, target):
+def _full_text_tables(connection, names):
+    """SQLite's FTS5 tables and their shadow tables: the target's triggers fill its own."""
+    if connection.dialect.name != "sqlite":
+        return set()
+    virtual = connection.execute(
+        text("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")
+    ).scalars().all()
+    return {name for name in names if any(name == table or name.startswith(table + "_") for table in virtual)}
+
+
+def _order(table):
+    """A total order of the table's rows: its primary key, else all its columns."""
+    return list(table.primary_key.columns) or list(table.columns)
+
+
+def _check(source, target, tables):
     try:
         target_tables = set(inspect(target).get_table_names())
     except SQLAlchemyError as error:
@@ -89,7 +113,7 @@ def _check(source, target):
         raise CopyRefused(f"The target is at revision {', '.join(target_revision) or 'none'} and this database at "
                           f"{', '.join(source_revision)}: bring both to the latest (flask --app app db upgrade, with "
                           "DATABASE_URL set to each), then copy again.")
-    for table in tables():
+    for table in tables:
         if table.name in SEEDED:
             continue
         if target.execute(select(func.count()).select_from(table)).scalar_one():
@@ -97,17 +121,17 @@ def _check(source, target):
                               f"migrated database (create it, then {upgrade}).")
 
 
-def _copy(source, target, progress):
+def _copy(source, target, tables, progress):
     report = {}
-    for table in tables():
+    for table in tables:
         report[table.name] = _copy_table(source, target, table, progress)
-    expected = {table.name: _checksum(source, table) for table in tables()}
+    expected = {table.name: _checksum(source, table) for table in tables}
     # A table that triggers keep (identity_counts) gained rows as identities arrived: replace them once more.
-    for table in tables():
+    for table in tables:
         if _checksum(target, table) != expected[table.name]:
             _copy_table(source, target, table, None)
-    _continue_sequences(source, target)
-    for table in tables():
+    _continue_sequences(source, target, tables)
+    for table in tables:
         found = _checksum(target, table)
         if found != expected[table.name]:
             raise CopyRefused(f"Table {table.name} did not verify ({found[0]} rows copied of {expected[table.name][0]}, or a "
@@ -118,7 +142,7 @@ def _copy(source, target, progress):
 def _copy_table(source, target, table, progress):
     target.execute(table.delete())
     rows = 0
-    result = source.execute(select(table).order_by(*table.primary_key.columns).execution_options(yield_per=BATCH))
+    result = source.execute(select(table).order_by(*_order(table)).execution_options(yield_per=BATCH))
     for batch in result.mappings().partitions():
         target.execute(table.insert(), [dict(row) for row in batch])
         rows += len(batch)
@@ -131,7 +155,7 @@ def _checksum(connection, table):
     """(rows, SHA-256 of every row's values in primary key order), values as the models read them."""
     digest = hashlib.sha256()
     rows = 0
-    result = connection.execute(select(table).order_by(*table.primary_key.columns).execution_options(yield_per=BATCH))
+    result = connection.execute(select(table).order_by(*_order(table)).execution_options(yield_per=BATCH))
     for batch in result.partitions():
         digest.update(orjson.dumps([[_plain(value) for value in row] for row in batch]))
         rows += len(batch)
@@ -146,9 +170,9 @@ def _plain(value):
     return value
 
 
-def _continue_sequences(source, target):
+def _continue_sequences(source, target, tables):
     """Each integer primary key drawn from a sequence continues after the source's last number."""
-    for table in tables():
+    for table in tables:
         columns = list(table.primary_key.columns)
         if len(columns) != 1 or not isinstance(columns[0].type, Integer) or columns[0].autoincrement is False:
             continue

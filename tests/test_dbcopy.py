@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 import requests
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import create_engine, func, select, text
 
 from identity import dbcopy, seed, service
 from identity.extensions import db
@@ -67,6 +67,28 @@ def test_copy_brings_every_table_and_the_feed_continues_after_the_last_number(ap
         db.engine.dispose()
     assert entry.seq == last + 1
     assert counts == 6
+
+
+def test_a_table_that_a_migration_made_without_a_model_comes_along(app, client, admin_key, database_url, target_url):
+    engines = [create_engine(database_url), create_engine(target_url)]
+    for engine in engines:
+        with engine.begin() as connection:
+            connection.execute(text("CREATE TABLE extra_notes (note TEXT NOT NULL, weight INTEGER)"))
+    try:
+        with engines[0].begin() as connection:
+            connection.execute(text("INSERT INTO extra_notes VALUES ('b', 2), ('a', 1), ('a', NULL)"))
+        populate(app, client, admin_key)
+        result = copy(app, target_url)
+        assert result.exit_code == 0, result.output
+        assert "extra_notes: 3 rows, checksum equal" in result.stderr
+        with engines[1].connect() as connection:
+            notes = [tuple(row) for row in connection.execute(text("SELECT note, weight FROM extra_notes"))]
+        assert sorted(notes, key=repr) == sorted([("a", None), ("a", 1), ("b", 2)], key=repr)
+    finally:
+        for engine in engines:
+            with engine.begin() as connection:
+                connection.execute(text("DROP TABLE extra_notes"))
+            engine.dispose()
 
 
 def test_copy_refuses_a_target_that_is_not_migrated(app, empty_database_url):

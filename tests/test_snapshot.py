@@ -1,5 +1,6 @@
 """`flask identities snapshot PATH.car`, read back by a CAR reader written by others: @ipld/car, run by node."""
 
+import fcntl
 import json
 import os
 import shutil
@@ -26,9 +27,12 @@ def read_car():
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         pytest.skip("node and npm are needed to read snapshots with @ipld/car")
-    if not (CAR_READER / "node_modules" / "@ipld" / "car").is_dir():
-        installed = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=CAR_READER, capture_output=True, text=True, timeout=600)
-        assert installed.returncode == 0, installed.stderr
+    # One install, even when parallel test processes all get here at once.
+    with open(CAR_READER / "node_modules.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (CAR_READER / "node_modules" / "@ipld" / "car").is_dir():
+            installed = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=CAR_READER, capture_output=True, text=True, timeout=600)
+            assert installed.returncode == 0, installed.stderr
 
     def read(path):
         result = subprocess.run([node, "check.mjs", str(path)], cwd=CAR_READER, capture_output=True, text=True, timeout=600)

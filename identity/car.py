@@ -35,7 +35,7 @@ FANOUT = 1024
 RAW_PREFIX = bytes([0x01, 0x55, 0x12, 0x20])
 DAG_CBOR_PREFIX = bytes([0x01, 0x71, 0x12, 0x20])
 LINK_TAG = 42
-READ_BATCH = 5000
+READ_BATCH = 2000  # rows per round trip: memory holds one batch, whatever the total
 
 _CONTENTS = select(Identity.content_id, *(getattr(Identity, name) for name in content.CONTENT_FIELDS)).order_by(
     Identity.content_id

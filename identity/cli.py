@@ -230,13 +230,16 @@ def export_identities(path):
     Each line is the Identity as an Admin reads it, with the creator reduced to its wallet; `identities
     import` reads it back. A file is written under a temporary name and renamed when complete.
     """
-    with _faults("The export"), _progress(portable.count_identities()) as bar:
-        if str(path) == "-":
-            with click.open_file("-", "wb") as stdout:
-                written = portable.export_identities(stdout, bar.update)
-        else:
-            with _writing(path) as stream:
-                written = portable.export_identities(stream, bar.update)
+    try:
+        with _faults("The export"), _progress(portable.count_identities()) as bar:
+            if str(path) == "-":
+                with click.open_file("-", "wb") as stdout:
+                    written = portable.export_identities(stdout, bar.update)
+            else:
+                with _writing(path) as stream:
+                    written = portable.export_identities(stream, bar.update)
+    except KeyboardInterrupt:
+        _interrupted("no file was written" if str(path) != "-" else "the output stops where it was")
     click.echo(f"exported {written} identities", err=True)
 
 
@@ -285,6 +288,8 @@ def snapshot(path):
             root, written = car.write_snapshot(stream, bar.update)
     except car.SnapshotError as error:
         raise click.ClickException(str(error)) from None
+    except KeyboardInterrupt:
+        _interrupted("no file was written")
     click.echo(f"wrote {written} identities to {path}", err=True)
     click.echo(str(root))
 
@@ -305,11 +310,15 @@ def copy_database(target_url):
     except dbcopy.CopyRefused as refusal:
         raise click.ClickException(str(refusal)) from None
     except KeyboardInterrupt:
-        click.echo("Interrupted: nothing was written to the target.", err=True)
-        sys.exit(130)
+        _interrupted("nothing was written to the target")
     for table, rows in report.items():
         click.echo(f"{table}: {rows} rows, checksum equal", err=True)
     click.echo(f"copied {sum(report.values())} rows in {len(report)} tables; counts and checksums verified")
+
+
+def _interrupted(outcome):
+    click.echo(f"Interrupted: {outcome}.", err=True)
+    sys.exit(130)
 
 
 def _writing(path):

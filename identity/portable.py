@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from flask import current_app
 from marshmallow import ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from . import content, history
 from .extensions import db, write_transaction
@@ -225,6 +226,10 @@ def _write(rows, wallet, counts, on_refused):
     """Insert one batch in one transaction: known content is skipped, a taken id refused."""
     refused = []
     with write_transaction() as session:
+        if session.get_bind().dialect.name == "sqlite":
+            # Per connection; the import's connection keeps it for the next batches.
+            cache_kib = int(current_app.config["IDENTITY_IMPORT_CACHE_MB"]) * 1024
+            session.execute(text(f"PRAGMA cache_size = -{cache_kib}"))
         known = set(
             session.execute(select(IDENTITIES.c.content_id).where(IDENTITIES.c.content_id.in_([r["content_id"] for r in rows]))).scalars()
         )

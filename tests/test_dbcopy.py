@@ -63,7 +63,7 @@ def test_copy_brings_every_table_and_the_feed_continues_after_the_last_number(ap
     created = seed.create_identity(moved, "After the move")
     with moved.app_context():
         entry = db.session.execute(select(Change).where(Change.identity_id == created["identity_id"])).scalar_one()
-        counts = service.db.session.execute(select(func.count()).select_from(Identity)).scalar_one()
+        counts = db.session.execute(select(func.count()).select_from(Identity)).scalar_one()
         db.engine.dispose()
     assert entry.seq == last + 1
     assert counts == 6

@@ -1,4 +1,5 @@
-"""The benchmark's floor (bench/floor.py) answers like the project, so `make bench` compares like with like."""
+"""The benchmark's floors (bench/floor.py, and Flask doing its work in bench/plain.py) answer like the project,
+so `make bench` compares like with like."""
 
 import json
 import sqlite3
@@ -6,6 +7,7 @@ import sqlite3
 import pytest
 from werkzeug.test import Client
 
+from bench import plain
 from bench.floor import Floor
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, without_last_login
 
@@ -17,10 +19,11 @@ FULL_BODY = {
 }
 
 
-@pytest.fixture
-def floor(database_path):
+@pytest.fixture(params=["bare", "plain Flask"])
+def floor(request, database_path):
+    """The bare WSGI floor, and Flask doing its work (bench/plain.py): both must answer like the project."""
     floor = Floor(str(database_path))
-    yield Client(floor)
+    yield Client(floor if request.param == "bare" else plain.create_app(floor))
     floor.close()
 
 

@@ -37,7 +37,8 @@ lint: install
 	$(BIN)/ruff check .
 
 # The floor's only extra, orjson, is pinned in requirements.txt (make test checks the floor too);
-# wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (quick run).
+# wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (no 1M part),
+# BENCH_QUICK=1 (a first look in about two minutes).
 bench: install
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py

@@ -78,13 +78,15 @@ def create_identity(fields, caller):
     }
     try:
         with write_transaction() as session:
-            _refuse_known_content(session, address.content_id)
             user = _user_of_wallet(session, creator, "User")
             values["creator_id"] = user["id"]
             session.execute(IDENTITIES.insert(), values)
             history.record_created(session, address.identity_id, caller.wallet, now)
     except IntegrityError:
-        # Another writer stored the same content between our check and our insert.
+        # Known content: the unique content_id refused the insert, and the transaction, the creator's
+        # new user included, is undone. Asking first would cost every create a round trip, under the
+        # write lock, for what is rare; and the constraint is what decides anyway (another writer may
+        # store the same content between a check and the insert).
         _refuse_known_content(db.session, address.content_id)
         raise
     return {**values, "creator": user}

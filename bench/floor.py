@@ -53,6 +53,7 @@ _KNOWN_CONTENT = "SELECT identity_id FROM identities WHERE content_id = ?"
 _USER_BY_WALLET = f"SELECT {_USER_COLUMNS} FROM users WHERE wallet = ?"
 _INSERT_USER = "INSERT INTO users (id, wallet, role, created_at, updated_at, last_login) VALUES (?, ?, 'User', ?, ?, NULL)"
 _INSERT_IDENTITY = f"INSERT INTO identities ({_IDENTITY_COLUMNS}) VALUES ({', '.join('?' * 22)})"
+_INSERT_CHANGE = "INSERT INTO identity_changes (identity_id, at, wallet, kind, fields) VALUES (?, ?, ?, 'created', NULL)"
 
 
 class Refusal(Exception):
@@ -324,7 +325,6 @@ class Floor:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            self._refuse_known_content(address.content_id)
             user = db.execute(_USER_BY_WALLET, (creator,)).fetchone()
             now = _db_time(_utcnow())
             if user is None:
@@ -337,10 +337,11 @@ class Floor:
                 given["display_name"], given.get("description"), given.get("image"), given.get("external_reference"),
                 None, None, user[0], now, now, 0, "0", "0", "0", "complete", 0, "0", "0",
             ))
+            db.execute(_INSERT_CHANGE, (address.identity_id, now, wallet))  # the change log's `created` entry
             db.execute("COMMIT")
         except sqlite3.IntegrityError:
             db.execute("ROLLBACK")
-            # Another writer stored the same content between the check and the insert.
+            # The content is known: its unique content_id refused the insert.
             self._refuse_known_content(address.content_id)
             raise
         except BaseException:

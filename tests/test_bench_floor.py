@@ -117,3 +117,11 @@ def test_floor_records_last_login_like_the_project(floor, database_path, user_ke
     with sqlite3.connect(database_path) as connection:
         (last_login,) = connection.execute("SELECT last_login FROM users WHERE wallet = ?", (USER_WALLET,)).fetchone()
     assert last_login is not None and len(last_login) == 26
+
+
+def test_floor_logs_a_create_in_the_change_log_as_the_project_does(client, floor, user_key):
+    headers = {"x-api-key": user_key}
+    made = floor.post("/identity", json={"display_name": "Logged by the floor"}, headers=headers).json
+
+    changes = client.get(f"/identity/{made['identity_id']}/changes", headers=headers).json["data"]
+    assert [change["kind"] for change in changes] == ["created"]

@@ -4,8 +4,8 @@ Each app answers the same GET of a seeded identity, called as gunicorn calls it 
 a fresh environ per request), with the service's production settings: rate limits (budgets the
 loop cannot spend), JSON access logs (to /dev/null) and metrics in multiprocess mode. It prints
 microseconds of CPU per request for each, best of BENCH_LAYER_REPEATS runs of BENCH_LAYER_REQUESTS,
-then (with --profile) the project's profile by layer: cProfile's cumulative time of each function
-that is a layer of the request's path, per request.
+then (with --profile) the profile of the project's GET and of plain Flask's by layer: the own time of
+every function, summed by the package that holds its code.
 
     .venv/bin/python bench/layers.py [--profile]
 """
@@ -25,21 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 REQUESTS = int(os.environ.get("BENCH_LAYER_REQUESTS") or 3000)
 REPEATS = int(os.environ.get("BENCH_LAYER_REPEATS") or 5)
 WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
-# (label, module path fragment, function name): the layers of a GET, outermost first.
-LAYERS = [
-    ("Flask: request context, routing, dispatch, response", "flask/app.py", "wsgi_app"),
-    ("  before_request hooks", "flask/app.py", "preprocess_request"),
-    ("  the view, decorators included", "flask/app.py", "dispatch_request"),
-    ("    authentication (flask-httpauth, key cache)", "flask_httpauth.py", "decorated"),
-    ("      verify_api_key", "identity/auth.py", "verify_api_key"),
-    ("    rate limit", "identity/limits.py", "limited"),
-    ("    conditional GET (ETag, 304)", "identity/headers.py", "wrapper"),
-    ("    flask-smorest response (schema dump, jsonify)", "flask_smorest/response.py", "wrapper"),
-    ("      schema dump", "marshmallow/schema.py", "dump"),
-    ("      the query: identity and creator", "identity/service.py", "get_identity"),
-    ("  after_request hooks", "flask/app.py", "process_response"),
-    ("  teardown: session end, contexts popped", "flask/ctx.py", "pop"),
-]
+# Where a function's own time is counted: the package (or standard module) its code lives in.
+SITE = "site-packages" + os.sep
+STDLIB_GROUPS = {"logging": "logging (stdlib)", "json": "json (stdlib)", "uuid": "uuid (stdlib)"}
 
 
 def seeded_database(directory, count=200):
@@ -97,19 +85,37 @@ def per_request_us(app, environs):
     return best
 
 
+def layer_of(path, function):
+    """The layer a function belongs to: its package under site-packages, the project, or Python itself."""
+    if path == "~":  # a built-in: a C function or method
+        return "sqlite3 (the driver, C)" if "sqlite3" in function else "Python built-ins"
+    if SITE in path:
+        return path.split(SITE, 1)[1].split(os.sep, 1)[0].removesuffix(".py")
+    if f"{os.sep}identity{os.sep}" in path:
+        return "identity (the project's own code)"
+    if f"{os.sep}bench{os.sep}" in path:
+        return "bench (the floor's own code)"
+    module = Path(path).stem if Path(path).parent.name.startswith("python3") else Path(path).parent.name
+    return STDLIB_GROUPS.get(module, "Python standard library")
+
+
 def profile_by_layer(app, environs, count):
+    """{layer: share of the request's own time}: cProfile's own time of each function, summed by layer.
+
+    Own time, not cumulative: each microsecond is counted once, in the layer whose code spent it.
+    """
     profiler = cProfile.Profile()
     profiler.enable()
     for number in range(count):
         call(app, environs[number % len(environs)])
     profiler.disable()
     stats = pstats.Stats(profiler, stream=io.StringIO()).stats
-    rows = []
-    for label, fragment, name in LAYERS:
-        total = sum(entry[3] for (path, _line, function), entry in stats.items()
-                    if function == name and fragment in path.replace(os.sep, "/"))
-        rows.append((label, total / count * 1e6))
-    return rows
+    layers = {}
+    for (path, _line, function), entry in stats.items():
+        layer = layer_of(path, function)
+        layers[layer] = layers.get(layer, 0.0) + entry[2]
+    total = sum(layers.values())
+    return {layer: spent / total for layer, spent in sorted(layers.items(), key=lambda item: -item[1])}
 
 
 def main():
@@ -140,11 +146,13 @@ def main():
     for name, figure in figures.items():
         print(f"  {name:<12} {figure:7.1f} µs   ({figures['plain Flask'] / figure:4.2f} of plain Flask's rate)")
     if "--profile" in sys.argv:
-        print()
-        print("The project's GET by layer (cProfile cumulative µs per request; profiling inflates every figure):")
-        for label, figure in profile_by_layer(apps["project"], environs, REQUESTS):
-            print(f"  {label:<52} {figure:7.1f}")
-
+        for name in ("project", "plain Flask"):
+            print()
+            print(f"{name}: a GET's time by layer (each function's own time, by the package it is in; cProfile's "
+                  f"shares applied to the {figures[name]:.0f} µs measured without it)")
+            for layer, share in profile_by_layer(apps[name], environs, REQUESTS).items():
+                if share >= 0.005:
+                    print(f"  {layer:<36} {share * figures[name]:6.0f} µs  {share:6.1%}")
 
 if __name__ == "__main__":
     main()

@@ -222,6 +222,27 @@ def post_worker_init(worker):
 
     signal.signal(signal.SIGTERM, drain_then_stop)
     freeze_loaded_objects()
+    if _under_gevent():
+        import gevent
+
+        _take_turns.append(gevent.sleep)
+
+
+# gevent.sleep in a gevent worker (see pre_request); nothing elsewhere.
+_take_turns = []
+
+
+def pre_request(worker, req):
+    """In a gevent worker, let every other connection with a request waiting go first.
+
+    A greenlet yields only when it would block. After answering, a connection's greenlet reads its
+    next request, and when the client has sent it already (a busy keep-alive client), it goes on
+    at once: one connection can be served many times in a row while the others wait, and their
+    latency grows a long tail (p50 21 ms, p99 296 ms with 8 clients, while the worker never stopped
+    for more than 42 ms). gevent.sleep(0) puts this greenlet at the back of the queue: turns.
+    """
+    for take_turn in _take_turns:
+        take_turn(0)
 
 
 def freeze_loaded_objects():

@@ -53,6 +53,7 @@ _KNOWN_CONTENT = "SELECT identity_id FROM identities WHERE content_id = ?"
 _USER_BY_WALLET = f"SELECT {_USER_COLUMNS} FROM users WHERE wallet = ?"
 _INSERT_USER = "INSERT INTO users (id, wallet, role, created_at, updated_at, last_login) VALUES (?, ?, 'User', ?, ?, NULL)"
 _INSERT_IDENTITY = f"INSERT INTO identities ({_IDENTITY_COLUMNS}) VALUES ({', '.join('?' * 22)})"
+_INSERT_CHANGE = "INSERT INTO identity_changes (identity_id, at, wallet, kind, fields) VALUES (?, ?, ?, 'created', NULL)"
 
 
 class Refusal(Exception):
@@ -61,6 +62,16 @@ class Refusal(Exception):
     def __init__(self, status, detail, headers=(), **extra):
         super().__init__(detail)
         self.status, self.detail, self.headers, self.extra = status, detail, list(headers), extra
+
+    def body(self):
+        """The problem details, as JSON bytes."""
+        return orjson.dumps({"type": "about:blank", "title": HTTPStatus(self.status).phrase,
+                             "status": self.status, "detail": self.detail, **self.extra})
+
+
+def request_id_of(incoming):
+    """The X-Request-ID to answer with: the client's when it is safe to echo, else a new one."""
+    return incoming if _SAFE_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
 
 
 def _db_time(moment):
@@ -229,14 +240,11 @@ class Floor:
             self._connection = None
 
     def __call__(self, environ, start_response):
-        incoming = environ.get("HTTP_X_REQUEST_ID", "")
-        request_id = incoming if _SAFE_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+        request_id = request_id_of(environ.get("HTTP_X_REQUEST_ID", ""))
         try:
             status, payload, headers = self.route(environ)
         except Refusal as refusal:
-            body = {"type": "about:blank", "title": HTTPStatus(refusal.status).phrase,
-                    "status": refusal.status, "detail": refusal.detail, **refusal.extra}
-            status, payload = refusal.status, orjson.dumps(body)
+            status, payload = refusal.status, refusal.body()
             headers = [("Content-Type", "application/problem+json"), *refusal.headers]
         else:
             headers = [("Content-Type", "application/json"), *headers]
@@ -246,24 +254,34 @@ class Floor:
 
     def route(self, environ):
         path, method = environ.get("PATH_INFO", ""), environ["REQUEST_METHOD"]
+        key = environ.get("HTTP_X_API_KEY")
         for prefix in ("/identity/", "/identities/"):
             if path.startswith(prefix) and "/" not in path[len(prefix):] and len(path) > len(prefix):
                 if method not in ("GET", "HEAD"):
                     raise Refusal(405, "The method is not allowed for the requested URL.", [("Allow", "GET, HEAD, OPTIONS")])
-                return self.get(environ, path[len(prefix):])
+                return self.get(key, path[len(prefix):])
         if path in ("/identity", "/identities"):
             if method != "POST":
                 raise Refusal(405, "The method is not allowed for the requested URL.", [("Allow", "OPTIONS, POST")])
-            return self.create(environ)
+            wallet, role = self.authenticate(key)
+            mimetype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+            if mimetype != "application/json":
+                raise Refusal(415, "The body must be sent as Content-Type: application/json.")
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            if length > self.max_body_bytes:
+                raise Refusal(413, "The data value transmitted exceeds the capacity limit.")
+            return self.create(wallet, role, environ["wsgi.input"].read(length))
         if path in ("/healthz", "/readyz"):
             if path == "/readyz":
-                self.db.execute("SELECT 1").fetchone()
+                self.ready()
             return 200, b'{"status":"ok"}', []
         raise Refusal(404, "The requested URL was not found on the server.")
 
-    def authenticate(self, environ):
+    def ready(self):
+        self.db.execute("SELECT 1").fetchone()
+
+    def authenticate(self, key):
         """(wallet, role) of the caller's live key, looked up by its SHA-256; last_login once an interval."""
-        key = environ.get("HTTP_X_API_KEY")
         row = None
         if key and len(key) <= MAX_KEY_LENGTH:
             key_hash = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
@@ -285,23 +303,18 @@ class Floor:
                 raise
         return wallet, role
 
-    def get(self, environ, identity_id):
-        self.authenticate(environ)
+    def get(self, key, identity_id):
+        """(status, JSON bytes, headers) of the Identity, for the caller with `key`."""
+        self.authenticate(key)
         row = self.db.execute(_GET, (identity_id,)).fetchone()
         if row is None:
             raise Refusal(404, "No Identity exists for the provided id.")
         return 200, orjson.dumps(_identity_object(row)), []
 
-    def create(self, environ):
-        wallet, role = self.authenticate(environ)
-        mimetype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
-        if mimetype != "application/json":
-            raise Refusal(415, "The body must be sent as Content-Type: application/json.")
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        if length > self.max_body_bytes:
-            raise Refusal(413, "The data value transmitted exceeds the capacity limit.")
+    def create(self, wallet, role, data):
+        """(status, JSON bytes, headers) of a create from the body `data`, by the authenticated (wallet, role)."""
         try:
-            body = orjson.loads(environ["wsgi.input"].read(length))
+            body = orjson.loads(data)
         except orjson.JSONDecodeError:
             raise Refusal(400, "The body is not valid JSON.") from None
         fields = validate(body)
@@ -312,7 +325,6 @@ class Floor:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            self._refuse_known_content(address.content_id)
             user = db.execute(_USER_BY_WALLET, (creator,)).fetchone()
             now = _db_time(_utcnow())
             if user is None:
@@ -325,10 +337,11 @@ class Floor:
                 given["display_name"], given.get("description"), given.get("image"), given.get("external_reference"),
                 None, None, user[0], now, now, 0, "0", "0", "0", "complete", 0, "0", "0",
             ))
+            db.execute(_INSERT_CHANGE, (address.identity_id, now, wallet))  # the change log's `created` entry
             db.execute("COMMIT")
         except sqlite3.IntegrityError:
             db.execute("ROLLBACK")
-            # Another writer stored the same content between the check and the insert.
+            # The content is known: its unique content_id refused the insert.
             self._refuse_known_content(address.content_id)
             raise
         except BaseException:

@@ -139,7 +139,8 @@ def main():
 
     from identity import create_app, seed
 
-    sizes = SIZES[:2] if os.environ.get("BENCH_SKIP_1M") == "1" else SIZES
+    quick = os.environ.get("BENCH_QUICK") == "1"
+    sizes = SIZES[:1] if quick else SIZES[:2] if os.environ.get("BENCH_SKIP_1M") == "1" else SIZES
     settings = {"IDENTITY_RATELIMIT_READ": "100000000/minute", "IDENTITY_RATELIMIT_CREATE": "100000000/minute"}
     with tempfile.TemporaryDirectory(prefix="identity-scale-") as folder:
         first = Path(folder) / f"{sizes[0]}.db"

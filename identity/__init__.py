@@ -11,10 +11,11 @@ def create_app(config=None):
     # loaded by every pytest run in an environment that has the package installed, and a run that
     # does not use it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
+    from flask_migrate.cli import db as migrate_commands
 
-    from . import delivery, docs, encoding, headers, limits, live, logs, metrics, request_id
+    from . import background, docs, encoding, headers, limits, logs, metrics, request_id
     from .api import blp
-    from .cli import backup, check_database, identities, keys, webhooks
+    from .cli import backup, check_database, copy_database, identities, keys, webhooks
     from .config import database_url, engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite
@@ -45,11 +46,12 @@ def create_app(config=None):
     headers.init_app(app)
     metrics.init_app(app)
     limits.init_app(app)
-    live.init_app(app)
     app.cli.add_command(keys)
     app.cli.add_command(backup)
     app.cli.add_command(check_database)
     app.cli.add_command(identities)
     app.cli.add_command(webhooks)
-    delivery.init_app(app)
+    background.init_app(app)
+    # `flask db copy` beside Flask-Migrate's own `db` commands (its group is the one `flask db` runs).
+    migrate_commands.add_command(copy_database)
     return app

@@ -12,7 +12,7 @@ from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
 from .errors import ReadOnlyKey, problem
-from .extensions import db, write_transaction
+from .extensions import single_read, write_transaction
 from .faults import cause
 from .keys import hash_api_key
 from .models import ApiKey, User, utcnow
@@ -98,7 +98,8 @@ def verify_api_key(key):
 
 
 def _look_up(key_hash, expires):
-    row = db.session.execute(_KEY_QUERY, {"key_hash": key_hash}).one_or_none()
+    with single_read() as connection:
+        row = connection.execute(_KEY_QUERY, {"key_hash": key_hash}).one_or_none()
     if row is None:
         return None
     key_id, user_id, wallet, role, last_login, scope, revoked_at, expires_at, last_used_at = row

@@ -1,18 +1,23 @@
 """`flask keys ...`: issue, list, rotate and revoke API keys. `flask identities ...`: curate identities.
-`flask backup PATH`: copy the SQLite database. `flask webhooks deliver`: a webhook deliverer on its own."""
+`flask backup PATH`: copy the SQLite database. `flask identities export|import|snapshot` and `flask db copy`:
+identities as data (identity.portable, identity.car, identity.dbcopy). `flask webhooks deliver`: a webhook
+deliverer on its own."""
 
 import functools
 import os
 import signal
 import sqlite3
+import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 from flask.cli import pass_script_info, with_appcontext
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from tqdm import tqdm
 
-from . import curation, delivery, readiness, service
+from . import car, curation, dbcopy, delivery, portable, readiness, service
 from .errors import IdentityNotFound, ServiceError
 from .extensions import db
 from .faults import cause
@@ -241,7 +246,7 @@ def backup(path):
 @with_appcontext
 @needs_database
 def identities():
-    """Curate identities."""
+    """Curate identities, and move them as data: export, import, snapshot."""
 
 
 @identities.command("set-status")
@@ -282,3 +287,143 @@ def deliver_command(script_info):
         pass
     finally:
         deliverer.stop()
+
+
+@contextmanager
+def _faults(action, counts=None):
+    """A database or file fault during `action` as one line saying what to do, not a traceback."""
+    done = f" Committed so far: {counts.summary()}." if counts is not None else ""
+    try:
+        yield
+    except SQLAlchemyError as error:
+        raise click.ClickException(
+            f"{action} failed: the database refused or did not answer ({str(error).splitlines()[0]}).{done} "
+            "Check DATABASE_URL and that the database is up and has free space, then run it again."
+        ) from None
+    except OSError as error:
+        raise click.ClickException(
+            f"{action} failed: {error.strerror or error} ({error.filename or 'output'}).{done} "
+            "Check the path, its permissions and the free space, then run it again."
+        ) from None
+
+
+def _progress(total=None, unit="identities"):
+    """A progress bar on stderr (rows done, rate) when it is a terminal; nothing in a pipe or a file."""
+    return tqdm(total=total, unit=f" {unit}", unit_scale=False, disable=None, file=sys.stderr, dynamic_ncols=True)
+
+
+@identities.command("export")
+@click.argument("path", default="-", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@with_appcontext
+def export_identities(path):
+    """Write every identity as JSON Lines to PATH (default -, standard output), oldest first.
+
+    Each line is the Identity as an Admin reads it, with the creator reduced to its wallet; `identities
+    import` reads it back. A file is written under a temporary name and renamed when complete.
+    """
+    try:
+        with _faults("The export"), _progress(portable.count_identities()) as bar:
+            if str(path) == "-":
+                with click.open_file("-", "wb") as stdout:
+                    written = portable.export_identities(stdout, bar.update)
+            else:
+                with _writing(path) as stream:
+                    written = portable.export_identities(stream, bar.update)
+    except KeyboardInterrupt:
+        _interrupted("no file was written" if str(path) != "-" else "the output stops where it was")
+    click.echo(f"exported {written} identities", err=True)
+
+
+@identities.command("import")
+@click.argument("source", type=click.File("rb"))
+@click.option("--by", "wallet", default=None, help='Wallet the change log names for each import (default "cli").')
+@with_appcontext
+def import_identities(source, wallet):
+    """Import identities from SOURCE (a file, or - for standard input) as `identities export` wrote them.
+
+    Every line's identity_id is recomputed from its content: a line that does not match, or whose
+    fields are invalid, is refused and reported with its line number. Identities already present are
+    skipped. Prints `imported N, skipped M, refused K`; exits with 1 when K > 0. Lines are committed
+    in batches: after Ctrl-C, what was committed stays and is reported.
+    """
+    wallet = _wallet_option(wallet)
+    counts = portable.ImportCounts()
+
+    def refused(number, message):
+        click.echo(f"line {number}: refused: {message}", err=True)
+
+    try:
+        with _faults("The import", counts), _progress() as bar:
+            portable.import_identities(source, wallet or CLI_WALLET, counts, refused, bar.update)
+    except KeyboardInterrupt:
+        click.echo(f"Interrupted after line {counts.lines}: {counts.summary()} (committed; import the rest again, "
+                   "present identities are skipped).", err=True)
+        sys.exit(130)
+    click.echo(counts.summary())
+    if counts.refused:
+        sys.exit(1)
+
+
+@identities.command("snapshot")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@with_appcontext
+def snapshot(path):
+    """Write every identity's content to PATH as a CARv1 file for IPFS, and print its root CID.
+
+    Each content is a raw block whose CID is the identity's content_id; DAG-CBOR index blocks link
+    them all under one root, which depends only on the set of identities. `ipfs dag import PATH`
+    loads it. The file is written under a temporary name and renamed when complete.
+    """
+    try:
+        with _faults("The snapshot"), _progress(portable.count_identities()) as bar, _writing(path) as stream:
+            root, written = car.write_snapshot(stream, bar.update)
+    except car.SnapshotError as error:
+        raise click.ClickException(str(error)) from None
+    except KeyboardInterrupt:
+        _interrupted("no file was written")
+    click.echo(f"wrote {written} identities to {path}", err=True)
+    click.echo(str(root))
+
+
+@click.command("copy")
+@click.option("--to", "target_url", required=True, metavar="URL", help="The database to copy into: migrated and empty.")
+@with_appcontext
+def copy_database(target_url):
+    """Copy everything from this database (DATABASE_URL) into the one at URL, e.g. SQLite to PostgreSQL.
+
+    The target must be migrated to the same revision (`DATABASE_URL=URL flask --app app db upgrade`)
+    and hold no data. Every table is copied in one transaction, then each table's row count and
+    checksum are compared with the source's; on any failure or Ctrl-C the target is left as it was.
+    """
+    try:
+        with _progress(unit="rows") as bar:
+            report = dbcopy.copy_database(db.engine, target_url, bar.update)
+    except dbcopy.CopyRefused as refusal:
+        raise click.ClickException(str(refusal)) from None
+    except KeyboardInterrupt:
+        _interrupted("nothing was written to the target")
+    for table, rows in report.items():
+        click.echo(f"{table}: {rows} rows, checksum equal", err=True)
+    click.echo(f"copied {sum(report.values())} rows in {len(report)} tables; counts and checksums verified")
+
+
+def _interrupted(outcome):
+    click.echo(f"Interrupted: {outcome}.", err=True)
+    sys.exit(130)
+
+
+def _writing(path):
+    if path.exists() and path.is_dir():
+        raise click.BadParameter(f"{path} is a folder; give a file name.", param_hint="PATH")
+    if not path.resolve().parent.is_dir():
+        raise click.BadParameter(f"No folder {path.resolve().parent} to write in.", param_hint="PATH")
+    return portable.replacing(path)
+
+
+def _wallet_option(wallet):
+    if wallet is None:
+        return None
+    try:
+        return checksum_wallet(wallet)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--by") from None

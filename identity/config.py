@@ -22,6 +22,13 @@ def _int(environ, name, default):
         raise ValueError(f"{name} must be a whole number, not {raw!r}") from None
 
 
+def _positive(environ, name, default):
+    value = _int(environ, name, default)
+    if value < 1:
+        raise ValueError(f"{name} must be 1 or more, not {value}")
+    return value
+
+
 def _bool(environ, name, default):
     raw = (environ.get(name) or "").strip().lower()
     if raw == "":
@@ -81,6 +88,8 @@ def settings_from_env(environ=None):
         # Werkzeug refuses a larger body from its Content-Length, before reading it.
         "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),
         "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
+        # SQLite page cache of `identities import`: a large import inserts into many indexes at random places.
+        "IDENTITY_IMPORT_CACHE_MB": _positive(environ, "IDENTITY_IMPORT_CACHE_MB", 64),
         "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
         # How long a worker trusts its last lookup of a key: the bound on a revocation made elsewhere.
         "IDENTITY_KEY_CACHE_SECONDS": _int(environ, "IDENTITY_KEY_CACHE_SECONDS", 5),

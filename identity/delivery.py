@@ -22,11 +22,9 @@ import time
 import uuid
 from datetime import timedelta
 
-import click
 from flask import current_app
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
-from werkzeug.serving import is_running_from_reloader
 
 from . import history, lease
 from .extensions import db, write_transaction
@@ -280,13 +278,3 @@ def stop(app, timeout=5.0):
     deliverer = app.extensions.pop(EXTENSION, None)
     if deliverer is not None:
         deliverer.stop(timeout)
-
-
-def init_app(app):
-    """Under `flask run`, a deliverer in the serving process (gunicorn.conf.py starts gunicorn's)."""
-    context = click.get_current_context(silent=True)
-    if context is not None and context.info_name == "run":
-        reloads = context.params.get("reload")
-        # With the reloader, the process that serves is its child; the watching parent does not deliver.
-        if not (reloads if reloads is not None else app.debug) or is_running_from_reloader():
-            start(app)

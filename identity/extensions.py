@@ -21,6 +21,8 @@ migrate = Migrate()
 WRITE = "identity_write"
 # And one that may not wait for the write lock: it fails at once if another holds it (see try_write_transaction).
 NO_WAIT = "identity_no_wait"
+# And one for a read that is a single statement: no BEGIN around it (see single_read).
+SINGLE_READ = "identity_single_read"
 
 
 def tune_sqlite(engine, busy_timeout_ms):
@@ -52,6 +54,8 @@ def tune_sqlite(engine, busy_timeout_ms):
         if connection.info.get(NO_WAIT, int(busy_timeout_ms)) != timeout:
             connection.exec_driver_sql(f"PRAGMA busy_timeout = {timeout}")
             connection.info[NO_WAIT] = timeout
+        if options.get(SINGLE_READ):
+            return  # one statement is its own transaction: a BEGIN and a ROLLBACK would only add round trips
         connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE) else "BEGIN")
 
 
@@ -75,3 +79,19 @@ def write_transaction(wait=True):
     except BaseException:
         session.rollback()
         raise
+
+
+@contextmanager
+def single_read():
+    """A connection for a read that is one statement, outside any transaction; closed at the end.
+
+    One statement sees one snapshot anyway, so it needs no BEGIN before it nor ROLLBACK after it,
+    nor an ORM session around it: on SQLite the "begin" event (see tune_sqlite) emits no BEGIN;
+    on a server database the connection runs in autocommit (SQLAlchemy's per-connection isolation
+    level, reset when the connection goes back to the pool). The statement is the only round trip.
+    """
+    with db.engine.connect() as connection:
+        if connection.dialect.name == "sqlite":
+            yield connection.execution_options(**{SINGLE_READ: True})
+        else:
+            yield connection.execution_options(isolation_level="AUTOCOMMIT")

@@ -21,11 +21,23 @@ def conditional(view):
         if "ETag" not in response.headers:  # the content route sets its own
             response.set_etag(body_etag(response.get_data()))
         response.headers["Cache-Control"] = "private"
+        if not CONDITIONAL_HEADERS.intersection(request.environ):
+            # Nothing to evaluate. (make_conditional would also stamp a Date header, which the
+            # server sends anyway: gunicorn writes its own, and one response would carry two.)
+            return response
         # Werkzeug compares If-None-Match weakly, as RFC 9110 asks, and knows "*" and lists of
         # tags; a 304 keeps the ETag and Cache-Control headers and loses the body.
         return response.make_conditional(request)
 
     return wrapper
+
+
+# The request headers that can make a GET's answer conditional (RFC 9110, section 13; and Range),
+# as WSGI names them.
+CONDITIONAL_HEADERS = frozenset(
+    ("HTTP_IF_NONE_MATCH", "HTTP_IF_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_UNMODIFIED_SINCE", "HTTP_IF_RANGE",
+     "HTTP_RANGE")
+)
 
 
 def body_etag(data):

@@ -41,6 +41,14 @@ def record_changed(session, identity_id, wallet, changes, at=None):
     _append(session, identity_id, wallet, CHANGED, changes, at)
 
 
+def record_created_many(session, identity_ids, wallet, at):
+    """Append a `created` entry for each of `identity_ids`, in that order, in one statement (an import)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_LOCK, {})
+    entries = [{"identity_id": identity_id, "at": at, "wallet": wallet, "kind": CREATED, "fields": None} for identity_id in identity_ids]
+    session.execute(_INSERT, entries)
+
+
 _LOCK = select(func.pg_advisory_xact_lock(literal_column(str(FEED_LOCK), BigInteger)))
 _INSERT = insert(Change.__table__)
 # NOTIFY is queued with the transaction and sent at its commit, never for one rolled back; PostgreSQL

@@ -12,13 +12,14 @@ a shared storage does not answer.
 
 import logging
 import math
+import threading
 import time
 from functools import wraps
 
 from flask import current_app, g
 from limits import parse_many
 from limits.errors import StorageError
-from limits.storage import MemoryStorage, storage_from_string
+from limits.storage import Storage, storage_from_string
 from limits.strategies import FixedWindowRateLimiter
 from werkzeug.exceptions import TooManyRequests
 
@@ -30,6 +31,62 @@ KEY_PREFIX = "identity"
 # While the shared storage fails, counts are kept in the process; it is tried again after this many
 # seconds, doubled after each further failure up to the last figure.
 RETRY_SHARED_SECONDS = (1, 60)
+
+
+class WindowCounts(Storage):
+    """Fixed-window counts in this process's memory: limits' documented custom storage interface.
+
+    limits' own MemoryStorage starts a timer thread every 10 ms under load to expire counts: a thread
+    created and started (and waited for) inside a request, every hundredth GET or so, and a wake-up
+    that competes with requests for the GIL, or for gevent's loop. Here a count expires when it is
+    next read, and the whole table is swept at most once a second, so it holds only live windows.
+    """
+
+    STORAGE_SCHEME = ["identity-memory"]
+    SWEEP_SECONDS = 1.0
+
+    def __init__(self, uri=None, wrap_exceptions=False, **options):
+        super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
+        self.storage = {}  # key -> [count, expiry (Unix time)], named as in limits' MemoryStorage
+        self.lock = threading.Lock()
+        self.next_sweep = 0.0
+
+    @property
+    def base_exceptions(self):
+        return ValueError
+
+    def incr(self, key, expiry, amount=1):
+        now = time.time()
+        with self.lock:
+            if now >= self.next_sweep:
+                self.storage = {name: entry for name, entry in self.storage.items() if entry[1] > now}
+                self.next_sweep = now + self.SWEEP_SECONDS
+            entry = self.storage.get(key)
+            if entry is None or entry[1] <= now:
+                entry = self.storage[key] = [0, now + expiry]
+            entry[0] += amount
+            return entry[0]
+
+    def get(self, key):
+        entry = self.storage.get(key)
+        return entry[0] if entry is not None and entry[1] > time.time() else 0
+
+    def get_expiry(self, key):
+        entry = self.storage.get(key)
+        return entry[1] if entry is not None else time.time()
+
+    def check(self):
+        return True
+
+    def reset(self):
+        with self.lock:
+            cleared = len(self.storage)
+            self.storage = {}
+        return cleared
+
+    def clear(self, key):
+        with self.lock:
+            self.storage.pop(key, None)
 
 
 class Window:
@@ -65,7 +122,7 @@ class RateLimits:
             "read": sorted(parse_many(config["IDENTITY_RATELIMIT_READ"])),
             "create": sorted(parse_many(config["IDENTITY_RATELIMIT_CREATE"])),
         }
-        self.local = FixedWindowRateLimiter(MemoryStorage())
+        self.local = FixedWindowRateLimiter(WindowCounts())
         uri = config["IDENTITY_RATELIMIT_STORAGE"]
         self.shared = (
             None if uri.startswith("memory://")

@@ -59,7 +59,7 @@ def _identity_template_database(tmp_path_factory):
 @pytest.fixture
 def identity_app(identity_config, _identity_template_database, tmp_path_factory):
     """The Identity service's Flask app on a fresh database, migrated and seen by this test alone."""
-    from . import create_app, live
+    from . import background, create_app
     from .extensions import db
 
     given = sorted(set(_DATABASE_SETTINGS) & set(identity_config))
@@ -69,7 +69,7 @@ def identity_app(identity_config, _identity_template_database, tmp_path_factory)
     shutil.copyfile(_identity_template_database, path)
     app = create_app({"TESTING": True, **RATE_LIMITS_OFF, **identity_config, "DATABASE_URL": f"sqlite:///{path}"})
     yield app
-    live.stop(app)  # the watcher of the live feed, if a long poll or stream started it
+    background.stop(app)  # the watcher of the live feed, if a long poll or stream started it
     with app.app_context():
         db.engine.dispose()
 

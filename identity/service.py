@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from . import content, history
 from .auth import forget_keys
 from .errors import Forbidden, IdentityExists, KeyNotFound, KeyNotLive
-from .extensions import db, write_transaction
+from .extensions import db, single_read, write_transaction
 from .keys import new_api_key
 from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
 from .wallets import checksum_wallet
@@ -27,7 +27,7 @@ key_log = logging.getLogger("identity.keys")
 
 IDENTITIES = Identity.__table__
 USERS = User.__table__
-# The creator's columns ride along with the identity's under this prefix (see identity_record).
+# The creator's columns ride along with the identity's, after them, under this prefix (see identity_record).
 _CREATOR = "creator__"
 # An identity and its creator in one statement: add a where clause, an order, a limit.
 IDENTITIES_WITH_CREATOR = select(IDENTITIES, *(column.label(_CREATOR + column.key) for column in USERS.c)).join_from(
@@ -38,16 +38,16 @@ _IDENTITY_OF_CONTENT = select(IDENTITIES.c.identity_id).where(IDENTITIES.c.conte
 _USER_OF_WALLET = select(USERS).where(USERS.c.wallet == bindparam("wallet"))
 
 
+_IDENTITY_KEYS = tuple(IDENTITIES.c.keys())
+_CREATOR_KEYS = tuple(USERS.c.keys())
+
+
 def identity_record(row):
     """A row of IDENTITIES_WITH_CREATOR as the mapping the Identity schema dumps: the identity's
     columns, and its creator's under "creator"."""
-    record, creator = {}, {}
-    for name, value in row._asdict().items():
-        if name.startswith(_CREATOR):
-            creator[name.removeprefix(_CREATOR)] = value
-        else:
-            record[name] = value
-    record["creator"] = creator
+    split = len(_IDENTITY_KEYS)
+    record = dict(zip(_IDENTITY_KEYS, row[:split], strict=True))
+    record["creator"] = dict(zip(_CREATOR_KEYS, row[split:], strict=True))
     return record
 
 
@@ -56,7 +56,8 @@ def get_identity(identity_id):
     if not content.has_identity_id_form(identity_id):
         # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
         return None
-    row = db.session.execute(_IDENTITY_BY_ID, {"identity_id": identity_id}).one_or_none()
+    with single_read() as connection:
+        row = connection.execute(_IDENTITY_BY_ID, {"identity_id": identity_id}).one_or_none()
     return None if row is None else identity_record(row)
 
 
@@ -88,13 +89,15 @@ def create_identity(fields, caller):
     }
     try:
         with write_transaction() as session:
-            _refuse_known_content(session, address.content_id)
             user = _user_of_wallet(session, creator, "User")
             values["creator_id"] = user["id"]
             session.execute(IDENTITIES.insert(), values)
             history.record_created(session, address.identity_id, caller.wallet, now)
     except IntegrityError:
-        # Another writer stored the same content between our check and our insert.
+        # Known content: the unique content_id refused the insert, and the transaction, the creator's
+        # new user included, is undone. Asking first would cost every create a round trip, under the
+        # write lock, for what is rare; and the constraint is what decides anyway (another writer may
+        # store the same content between a check and the insert).
         _refuse_known_content(db.session, address.content_id)
         raise
     return {**values, "creator": user}

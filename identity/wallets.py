@@ -1,5 +1,6 @@
 """Ethereum wallet addresses as the service accepts and stores them."""
 
+import functools
 import re
 
 from eth_utils import is_checksum_address, to_checksum_address
@@ -14,6 +15,12 @@ def checksum_wallet(value):
     """
     if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
         raise ValueError("Not an Ethereum address: expected 0x and 40 hex digits.")
+    return _checksummed(value)
+
+
+# Keccak costs tens of microseconds; an import names the same few creators on a million lines.
+@functools.lru_cache(maxsize=4096)
+def _checksummed(value):
     digits = value[2:]
     if digits != digits.lower() and digits != digits.upper() and not is_checksum_address(value):
         raise ValueError("Mixed-case address fails its EIP-55 checksum.")

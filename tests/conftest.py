@@ -10,7 +10,7 @@ from flask_migrate import upgrade
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
-from identity import create_app, live, service
+from identity import background, create_app, service
 from identity.extensions import db
 from tests import postgres
 from tests.live import UNLIMITED, free_port
@@ -168,7 +168,7 @@ def app_config():
 def app(database_url, app_config):
     app = make_app(database_url, **app_config)
     yield app
-    live.stop(app)  # a hub that long polls or streams started
+    background.stop(app)  # a hub that long polls or streams started
     with app.app_context():
         db.engine.dispose()
 

@@ -1,4 +1,5 @@
-"""The benchmark's floor (bench/floor.py) answers like the project, so `make bench` compares like with like."""
+"""The benchmark's floors (bench/floor.py, and Flask doing its work in bench/plain.py) answer like the project,
+so `make bench` compares like with like."""
 
 import json
 import sqlite3
@@ -6,6 +7,7 @@ import sqlite3
 import pytest
 from werkzeug.test import Client
 
+from bench import plain
 from bench.floor import Floor
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, without_last_login
 
@@ -17,10 +19,11 @@ FULL_BODY = {
 }
 
 
-@pytest.fixture
-def floor(database_path):
+@pytest.fixture(params=["bare", "plain Flask"])
+def floor(request, database_path):
+    """The bare WSGI floor, and Flask doing its work (bench/plain.py): both must answer like the project."""
     floor = Floor(str(database_path))
-    yield Client(floor)
+    yield Client(floor if request.param == "bare" else plain.create_app(floor))
     floor.close()
 
 
@@ -114,3 +117,11 @@ def test_floor_records_last_login_like_the_project(floor, database_path, user_ke
     with sqlite3.connect(database_path) as connection:
         (last_login,) = connection.execute("SELECT last_login FROM users WHERE wallet = ?", (USER_WALLET,)).fetchone()
     assert last_login is not None and len(last_login) == 26
+
+
+def test_floor_logs_a_create_in_the_change_log_as_the_project_does(client, floor, user_key):
+    headers = {"x-api-key": user_key}
+    made = floor.post("/identity", json={"display_name": "Logged by the floor"}, headers=headers).json
+
+    changes = client.get(f"/identity/{made['identity_id']}/changes", headers=headers).json["data"]
+    assert [change["kind"] for change in changes] == ["created"]

@@ -7,14 +7,21 @@ of `Scenario`, run in the order of STEPS; to cover a new route, add a method and
 """
 
 import importlib
+import secrets
+import time
 import uuid
 from http import HTTPStatus
 
 PACKAGE = "identity_service_client"
 STEPS = (
     "health_and_readiness", "create", "fetch", "not_modified", "conflict", "content", "list_and_follow_next",
-    "search", "patch_if_match", "precondition_failed", "remove_then_gone", "history", "feed", "problems",
+    "search", "patch_if_match", "precondition_failed", "remove_then_gone", "history", "feed", "long_poll",
+    "long_poll_times_out", "problems", "me", "create_key", "list_keys_and_follow_next", "get_key",
+    "read_key_is_read_only", "rotate_key_with_grace", "rotate_my_key", "revoke_key", "revoke_my_key", "get_user",
+    "key_problems",
 )
+# How long a revoked key may still be accepted: the server's IDENTITY_KEY_CACHE_SECONDS, and some slack.
+REFUSAL_DEADLINE_SECONDS = 10
 
 
 class Scenario:
@@ -42,7 +49,10 @@ class Scenario:
 
     def run(self):
         for step in STEPS:
-            getattr(self, step)()
+            try:
+                getattr(self, step)()
+            except AssertionError as error:
+                raise AssertionError(f"step {step} failed: {error}") from error
             self.done.append(step)
         return self.done
 
@@ -158,6 +168,27 @@ class Scenario:
             after = page.next_after
         mine = [entry for entry in entries if entry.identity_id == self.identity.identity_id]
         assert len(mine) == 3 and [entry.seq for entry in entries] == sorted(entry.seq for entry in entries)
+        self.head = after
+
+    def long_poll(self):
+        """feed=longpoll with entries after `after`: the page at once, as JSON (ChangeFeed)."""
+        answer = self.op("list_changes").sync_detailed(
+            client=self.admin, feed=self.models.ListChangesFeed.LONGPOLL, timeout=1000, after=0, limit=2
+        )
+        assert answer.status_code == HTTPStatus.OK, answer.content
+        assert answer.headers["Content-Type"].startswith("application/json")
+        page = answer.parsed
+        assert isinstance(page, self.models.ChangeFeed) and len(page.data) == 2
+        assert page.next_after == page.data[-1].seq and page.data[0].kind == self.models.ChangeKind.CREATED
+
+    def long_poll_times_out(self):
+        """feed=longpoll after the head: no entry comes within timeout, so an empty page that stays at after."""
+        answer = self.op("list_changes").sync_detailed(
+            client=self.admin, feed=self.models.ListChangesFeed.LONGPOLL, timeout=200, after=self.head
+        )
+        assert answer.status_code == HTTPStatus.OK, answer.content
+        assert isinstance(answer.parsed, self.models.ChangeFeed)
+        assert answer.parsed.data == [] and answer.parsed.next_after == self.head
 
     def problems(self):
         """Each documented error the generated client can provoke parses into its Problem model."""
@@ -192,6 +223,164 @@ class Scenario:
                 break
         else:
             raise AssertionError("the limited key never ran out of its create budget")
+
+    def me(self):
+        answer = self.op("get_me").sync_detailed(client=self.user)
+        assert answer.status_code == HTTPStatus.OK, answer.content
+        assert isinstance(answer.parsed, self.models.Me)
+        assert answer.parsed.user.wallet == self.user_wallet and answer.parsed.key.wallet == self.user_wallet
+        assert answer.parsed.key.scope == self.models.KeyScope.WRITE
+        assert self.keys["user"] not in answer.content.decode()
+
+    def create_key(self):
+        """An Admin issues the user a read-only, expiring, labelled key: its plaintext is in this 201 only."""
+        body = self.models.KeyCreate(
+            wallet=self.user_wallet.lower(), scope=self.models.KeyCreateScope.READ, label=f"status page {self.tag}",
+            expires_in=3600,
+        )
+        answer = self.op("create_key").sync_detailed(client=self.admin, body=body)
+        assert answer.status_code == HTTPStatus.CREATED, answer.content
+        issued = answer.parsed
+        assert isinstance(issued, self.models.IssuedKey)
+        assert issued.wallet == self.user_wallet and issued.role == self.models.IssuedKeyRole.USER
+        assert issued.scope == self.models.IssuedKeyScope.READ and issued.label == body.label
+        assert issued.expires_at is not None and issued.revoked_at is None and issued.key
+        assert answer.headers["Location"] == f"/keys/{issued.id}"
+        self.read_key = issued
+
+    def list_keys_and_follow_next(self):
+        listing = self.op("list_keys")
+        answer = listing.sync_detailed(client=self.admin, wallet=self.user_wallet.lower(), limit=1)
+        assert answer.status_code == HTTPStatus.OK, answer.content
+        page = answer.parsed
+        assert isinstance(page, self.models.KeyPage) and page.total == 2  # the user's key and the read key
+        seen = [key.id for key in page.data]
+        while True:
+            assert self.read_key.key not in answer.content.decode() and self.keys["user"] not in answer.content.decode()
+            if not page.next_:
+                break
+            answer = listing.sync_detailed(client=self.admin, cursor=page.next_)
+            page = answer.parsed
+            seen.extend(key.id for key in page.data)
+        assert len(seen) == len(set(seen)) == page.total and self.read_key.id in seen
+
+    def get_key(self):
+        answer = self.op("get_key").sync_detailed(self.read_key.id, client=self.admin)
+        assert answer.status_code == HTTPStatus.OK, answer.content
+        assert isinstance(answer.parsed, self.models.Key)
+        assert answer.parsed.id == self.read_key.id and answer.parsed.label == self.read_key.label
+        assert self.read_key.key not in answer.content.decode()
+
+    def read_key_is_read_only(self):
+        reader = self.client(self.read_key.key)
+        body = self.models.IdentityCreate(display_name=f"Read only {self.tag}")
+        answer = self.op("create_identity").sync_detailed(client=reader, body=body)
+        assert answer.status_code == HTTPStatus.FORBIDDEN
+        self.problem(answer.parsed, 403)
+        assert "read-only" in answer.parsed.detail
+        assert self.me_of(self.read_key.key).key.scope == self.models.KeyScope.READ
+
+    def rotate_key_with_grace(self):
+        """An Admin rotates the read key with a grace: both keys work until it ends; the old one rotates no more."""
+        rotate = self.op("rotate_key")
+        answer = rotate.sync_detailed(self.read_key.id, client=self.admin, body=self.models.KeyRotate(grace_seconds=600))
+        assert answer.status_code == HTTPStatus.CREATED, answer.content
+        new = answer.parsed
+        assert isinstance(new, self.models.IssuedKey) and new.id != self.read_key.id and new.key != self.read_key.key
+        assert (new.scope, new.label, new.expires_at) == (self.read_key.scope, self.read_key.label, self.read_key.expires_at)
+        assert self.me_of(self.read_key.key).key.id == self.read_key.id
+        assert self.me_of(new.key).key.id == new.id
+        old = self.op("get_key").sync_detailed(self.read_key.id, client=self.admin).parsed
+        assert old.revoked_at is not None and old.revoked_at > new.created_at
+        again = rotate.sync_detailed(self.read_key.id, client=self.admin, body=self.models.KeyRotate())
+        assert again.status_code == HTTPStatus.CONFLICT
+        self.problem(again.parsed, 409)
+        self.rotated_read_key = new
+
+    def rotate_my_key(self):
+        """A write key replaces itself (grace 0): the new one works, with the same label; the old one stops."""
+        body = self.models.KeyCreate(wallet=self.user_wallet, label=f"ci {self.tag}")
+        issued = self.op("create_key").sync_detailed(client=self.admin, body=body).parsed
+        answer = self.op("rotate_my_key").sync_detailed(client=self.client(issued.key), body=self.models.KeyRotate())
+        assert answer.status_code == HTTPStatus.CREATED, answer.content
+        new = answer.parsed
+        assert isinstance(new, self.models.IssuedKey) and new.id != issued.id and new.label == issued.label
+        assert new.scope == self.models.IssuedKeyScope.WRITE and new.created_by == self.user_wallet
+        assert self.me_of(new.key).key.id == new.id
+        self.refused(issued.key)
+        self.own_key = new
+
+    def revoke_key(self):
+        answer = self.op("revoke_key").sync_detailed(self.rotated_read_key.id, client=self.admin)
+        assert answer.status_code == HTTPStatus.NO_CONTENT, answer.content
+        self.refused(self.rotated_read_key.key)
+        revoked = self.op("get_key").sync_detailed(self.rotated_read_key.id, client=self.admin).parsed
+        assert revoked.revoked_at is not None
+
+    def revoke_my_key(self):
+        answer = self.op("revoke_my_key").sync_detailed(client=self.client(self.own_key.key))
+        assert answer.status_code == HTTPStatus.NO_CONTENT, answer.content
+        self.refused(self.own_key.key)
+
+    def get_user(self):
+        """A user by wallet, in any case: identity_count counts its identities but removed ones."""
+        answer = self.op("get_user").sync_detailed(self.user_wallet.lower(), client=self.user)
+        assert answer.status_code == HTTPStatus.OK, answer.content
+        found = answer.parsed
+        assert isinstance(found, self.models.UserWithCount) and found.wallet == self.user_wallet
+        listed = self.op("list_identities").sync_detailed(client=self.user, creator=self.user_wallet).parsed
+        assert found.identity_count == listed.total == 2  # the two listed ones; the first is removed
+        assert found.role == self.models.UserWithCountRole.USER and found.api_key == ""
+
+    def key_problems(self):
+        """The documented errors of the key and user routes parse into the Problem model."""
+        models = self.models
+        nobody = "0x" + secrets.token_hex(20)
+        cases = {
+            400: lambda: self.op("list_keys").sync_detailed(client=self.admin, cursor="not-a-cursor"),
+            403: lambda: self.op("list_keys").sync_detailed(client=self.user),
+            404: lambda: self.op("get_key").sync_detailed(uuid.uuid4(), client=self.admin),
+            409: lambda: self.op("rotate_key").sync_detailed(
+                self.rotated_read_key.id, client=self.admin, body=models.KeyRotate()
+            ),
+            422: lambda: self.op("create_key").sync_detailed(
+                client=self.admin, body=models.KeyCreate(wallet=self.user_wallet, expires_in=10)
+            ),
+        }
+        for status, call in cases.items():
+            answer = call()
+            assert answer.status_code == status, (status, answer.content)
+            self.problem(answer.parsed, status)
+        assert cases[422]().parsed.errors.additional_properties["expires_in"]
+        unknown_user = self.op("get_user").sync_detailed(nobody, client=self.user)
+        assert unknown_user.status_code == HTTPStatus.NOT_FOUND
+        self.problem(unknown_user.parsed, 404)
+        read_only = self.op("rotate_my_key").sync_detailed(client=self.client(self.read_key.key), body=models.KeyRotate())
+        assert read_only.status_code == HTTPStatus.FORBIDDEN
+        self.problem(read_only.parsed, 403)
+        revoked = self.op("revoke_key").sync_detailed(uuid.uuid4(), client=self.admin)
+        assert revoked.status_code == HTTPStatus.NOT_FOUND
+        self.problem(revoked.parsed, 404)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def me_of(self, key):
+        """GET /me with `key`, which must work."""
+        answer = self.op("get_me").sync_detailed(client=self.client(key))
+        assert answer.status_code == HTTPStatus.OK, answer.content
+        return answer.parsed
+
+    def refused(self, key):
+        """`key` gets 401 problems, at the latest once the server's key cache has let go of it."""
+        deadline = time.monotonic() + REFUSAL_DEADLINE_SECONDS
+        while True:
+            answer = self.op("get_me").sync_detailed(client=self.client(key))
+            if answer.status_code == HTTPStatus.UNAUTHORIZED:
+                self.problem(answer.parsed, 401)
+                return
+            assert answer.status_code == HTTPStatus.OK, answer.content
+            assert time.monotonic() < deadline, "a revoked key still works"
+            time.sleep(0.1)
 
     def problem(self, parsed, status):
         assert isinstance(parsed, self.models.Problem), parsed

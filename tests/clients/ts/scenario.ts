@@ -11,16 +11,22 @@ declare const process: { env: Record<string, string | undefined>; exitCode?: num
 type Problem = components["schemas"]["Problem"];
 type Identity = components["schemas"]["Identity"];
 type IdentityCreate = components["schemas"]["IdentityCreate"];
+type IssuedKey = components["schemas"]["IssuedKey"];
+type Me = components["schemas"]["Me"];
 
 const config = JSON.parse(process.env.IDENTITY_SCENARIO ?? "{}") as {
   base_url: string;
   keys: { admin: string; user: string; limited: string };
   user_wallet: string;
 };
-const client = (key: string) => createClient<paths>({ baseUrl: config.base_url, headers: { "x-api-key": key } });
+// The media types this client reads: JSON, problem details (application/problem+json) included. GET
+// /changes also documents a text/event-stream answer (feed=eventsource), which a JSON client does not
+// ask for; openapi-fetch's Media type parameter leaves it out of the answer's type.
+type Json = `${string}/${string}json`;
+const client = (key: string) => createClient<paths, Json>({ baseUrl: config.base_url, headers: { "x-api-key": key } });
 const admin = client(config.keys.admin);
 const user = client(config.keys.user);
-const anonymous = createClient<paths>({ baseUrl: config.base_url });
+const anonymous = createClient<paths, Json>({ baseUrl: config.base_url });
 const tag = Math.random().toString(36).slice(2, 14);
 const unknown = "did:identity:ipfs:bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bvkuxqxdpmydhvfa";
 
@@ -38,6 +44,12 @@ let identity: Identity;
 let body: IdentityCreate;
 let etag = "";
 let staleEtag = "";
+let head = 0;
+let readKey: IssuedKey;
+let rotatedReadKey: IssuedKey;
+let ownKey: IssuedKey;
+// How long a revoked key may still be accepted: the server's IDENTITY_KEY_CACHE_SECONDS, and some slack.
+const REFUSAL_DEADLINE_MS = 10_000;
 
 async function healthAndReadiness() {
   for (const path of ["/healthz", "/readyz"] as const) {
@@ -165,6 +177,158 @@ async function feed() {
     after = data.next_after;
   }
   check(mine === 3 && seqs.every((seq, i) => i === 0 || seq > seqs[i - 1]), "feed in order, each entry once");
+  head = after;
+}
+
+async function longPoll() {
+  const { data, response } = await admin.GET("/changes", {
+    params: { query: { feed: "longpoll", timeout: 1000, after: 0, limit: 2 } },
+  });
+  check(response.status === 200 && data !== undefined, `longpoll answered ${response.status}`);
+  check(response.headers.get("Content-Type")?.startsWith("application/json") === true, "longpoll answers JSON");
+  check(data.data.length === 2 && data.next_after === data.data[1].seq, "longpoll gives the page at once");
+  check(data.data[0].kind === "created", "the first entry is a create");
+}
+
+async function longPollTimesOut() {
+  const { data, response } = await admin.GET("/changes", {
+    params: { query: { feed: "longpoll", timeout: 200, after: head } },
+  });
+  check(response.status === 200 && data !== undefined, `longpoll answered ${response.status}`);
+  check(data.data.length === 0 && data.next_after === head, "a timed-out longpoll is an empty page at after");
+}
+
+async function meOf(key: string): Promise<Me> {
+  const { data, response } = await client(key).GET("/me");
+  check(response.status === 200 && data !== undefined, `GET /me answered ${response.status}`);
+  return data;
+}
+
+async function refused(key: string) {
+  const deadline = Date.now() + REFUSAL_DEADLINE_MS;
+  for (;;) {
+    const { error, response } = await client(key).GET("/me");
+    if (response.status === 401) {
+      isProblem(error, 401);
+      return;
+    }
+    check(response.status === 200, `GET /me answered ${response.status}`);
+    check(Date.now() < deadline, "a revoked key still works");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+async function me() {
+  const found = await meOf(config.keys.user);
+  check(found.user.wallet === config.user_wallet && found.key.wallet === config.user_wallet, "me is the user");
+  check(found.key.scope === "write" && !JSON.stringify(found).includes(config.keys.user), "me shows no secret");
+}
+
+async function createKey() {
+  const label = `status page ${tag}`;
+  const { data, response } = await admin.POST("/keys", {
+    body: { wallet: config.user_wallet.toLowerCase(), scope: "read", label, expires_in: 3600 },
+  });
+  check(response.status === 201 && data !== undefined, `POST /keys answered ${response.status}`);
+  check(data.wallet === config.user_wallet && data.role === "User" && data.scope === "read", "the key's user and scope");
+  check(data.label === label && data.expires_at !== null && data.revoked_at === null && data.key.length > 0, "issued");
+  check(response.headers.get("Location") === `/keys/${data.id}`, "Location names the key");
+  readKey = data;
+}
+
+async function listKeysAndFollowNext() {
+  let { data: page } = await admin.GET("/keys", { params: { query: { wallet: config.user_wallet.toLowerCase(), limit: 1 } } });
+  check(page !== undefined && page.total === 2, "the user's two keys");
+  check(!JSON.stringify(page).includes(readKey.key), "a listing has no secrets");
+  const total = page.total;
+  const seen = page.data.map((key) => key.id);
+  while (page?.next) {
+    ({ data: page } = await admin.GET("/keys", { params: { query: { cursor: page.next } } }));
+    check(page !== undefined && !JSON.stringify(page).includes(readKey.key), "next page, without secrets");
+    seen.push(...page.data.map((key) => key.id));
+  }
+  check(seen.length === total && new Set(seen).size === total && seen.includes(readKey.id), `listed ${seen.length} of ${total}`);
+}
+
+async function getKey() {
+  const { data, response } = await admin.GET("/keys/{key_id}", { params: { path: { key_id: readKey.id } } });
+  check(response.status === 200 && data?.id === readKey.id && data.label === readKey.label, "GET /keys/{key_id}");
+  check(!JSON.stringify(data).includes(readKey.key), "a key's record has no secret");
+}
+
+async function readKeyIsReadOnly() {
+  const { error, response } = await client(readKey.key).POST("/identity", { body: { display_name: `Read only ${tag}` } });
+  check(response.status === 403, `a read key's create answered ${response.status}`);
+  check(isProblem(error, 403).detail.includes("read-only"), "the 403 says the key is read-only");
+  check((await meOf(readKey.key)).key.scope === "read", "a read key reads");
+}
+
+async function rotateKeyWithGrace() {
+  const path = { params: { path: { key_id: readKey.id } } };
+  const { data, response } = await admin.POST("/keys/{key_id}/rotate", { ...path, body: { grace_seconds: 600 } });
+  check(response.status === 201 && data !== undefined, `rotate answered ${response.status}`);
+  check(data.id !== readKey.id && data.key !== readKey.key, "a new key");
+  check(data.scope === readKey.scope && data.label === readKey.label && data.expires_at === readKey.expires_at, "same terms");
+  check((await meOf(readKey.key)).key.id === readKey.id, "the old key works within the grace");
+  check((await meOf(data.key)).key.id === data.id, "the new key works");
+  const old = (await admin.GET("/keys/{key_id}", path)).data;
+  check(old?.revoked_at != null && Date.parse(old.revoked_at) > Date.parse(data.created_at), "the old key stops later");
+  const again = await admin.POST("/keys/{key_id}/rotate", { ...path, body: { grace_seconds: 0 } });
+  check(again.response.status === 409, `a second rotation answered ${again.response.status}`);
+  isProblem(again.error, 409);
+  rotatedReadKey = data;
+}
+
+async function rotateMyKey() {
+  const issued = await admin.POST("/keys", { body: { wallet: config.user_wallet, scope: "write", label: `ci ${tag}` } });
+  check(issued.data !== undefined, `POST /keys answered ${issued.response.status}`);
+  const { data, response } = await client(issued.data.key).POST("/me/key/rotate", { body: { grace_seconds: 0 } });
+  check(response.status === 201 && data !== undefined, `rotateMyKey answered ${response.status}`);
+  check(data.id !== issued.data.id && data.label === issued.data.label && data.scope === "write", "same terms");
+  check(data.created_by === config.user_wallet, "issued by the user itself");
+  check((await meOf(data.key)).key.id === data.id, "the new key works");
+  await refused(issued.data.key);
+  ownKey = data;
+}
+
+async function revokeKey() {
+  const path = { params: { path: { key_id: rotatedReadKey.id } } };
+  const { response } = await admin.DELETE("/keys/{key_id}", path);
+  check(response.status === 204, `revokeKey answered ${response.status}`);
+  await refused(rotatedReadKey.key);
+  check((await admin.GET("/keys/{key_id}", path)).data?.revoked_at != null, "revoked_at is set");
+}
+
+async function revokeMyKey() {
+  const { response } = await client(ownKey.key).DELETE("/me/key");
+  check(response.status === 204, `revokeMyKey answered ${response.status}`);
+  await refused(ownKey.key);
+}
+
+async function getUser() {
+  const { data, response } = await user.GET("/users/{wallet}", {
+    params: { path: { wallet: config.user_wallet.toLowerCase() } },
+  });
+  check(response.status === 200 && data?.wallet === config.user_wallet, `getUser answered ${response.status}`);
+  const listed = await user.GET("/identities", { params: { query: { creator: config.user_wallet } } });
+  check(data.identity_count === 2 && listed.data?.total === 2, "identity_count counts all but the removed one");
+  check(data.role === "User" && data.api_key === "", "the user");
+}
+
+async function keyProblems() {
+  isProblem((await admin.GET("/keys", { params: { query: { cursor: "not-a-cursor" } } })).error, 400);
+  isProblem((await user.GET("/keys")).error, 403);
+  isProblem((await client(readKey.key).POST("/me/key/rotate", { body: { grace_seconds: 0 } })).error, 403);
+  const nowhere = { params: { path: { key_id: crypto.randomUUID() } } };
+  isProblem((await admin.GET("/keys/{key_id}", nowhere)).error, 404);
+  isProblem((await admin.DELETE("/keys/{key_id}", nowhere)).error, 404);
+  const nobody = "0x" + Array.from(crypto.getRandomValues(new Uint8Array(20)), (b) => b.toString(16).padStart(2, "0")).join("");
+  isProblem((await user.GET("/users/{wallet}", { params: { path: { wallet: nobody } } })).error, 404);
+  const revoked = { params: { path: { key_id: rotatedReadKey.id } }, body: { grace_seconds: 0 } };
+  isProblem((await admin.POST("/keys/{key_id}/rotate", revoked)).error, 409);
+  const short = { wallet: config.user_wallet, scope: "write" as const, expires_in: 10 };
+  const invalid = isProblem((await admin.POST("/keys", { body: short })).error, 422);
+  check(invalid.errors?.expires_in !== undefined, "the 422 names expires_in");
 }
 
 async function problems() {
@@ -203,7 +367,20 @@ const STEPS: [string, () => Promise<void>][] = [
   ["remove_then_gone", removeThenGone],
   ["history", history],
   ["feed", feed],
+  ["long_poll", longPoll],
+  ["long_poll_times_out", longPollTimesOut],
   ["problems", problems],
+  ["me", me],
+  ["create_key", createKey],
+  ["list_keys_and_follow_next", listKeysAndFollowNext],
+  ["get_key", getKey],
+  ["read_key_is_read_only", readKeyIsReadOnly],
+  ["rotate_key_with_grace", rotateKeyWithGrace],
+  ["rotate_my_key", rotateMyKey],
+  ["revoke_key", revokeKey],
+  ["revoke_my_key", revokeMyKey],
+  ["get_user", getUser],
+  ["key_problems", keyProblems],
 ];
 
 for (const [name, step] of STEPS) {

@@ -1,0 +1,45 @@
+"""Background work of a serving process, in one place: what runs beside the requests, and how it starts
+and stops with the app.
+
+- The webhook deliverer (identity.delivery) runs in every serving process; a lease in the database lets
+  one at a time deliver, across processes and nodes. `flask --app app webhooks deliver` runs one on its
+  own, and IDENTITY_WEBHOOKS_DELIVER=0 keeps a node's serving processes out.
+- The live feed's hub (identity.live) wakes the long polls and event streams of the process; the first
+  of them starts it.
+
+Under gunicorn's gevent worker both are greenlets, started and stopped by gunicorn.conf.py's worker
+hooks; under `flask run`, threads, started here; the Flask test client starts only the hub, on demand.
+"""
+
+import click
+from werkzeug.serving import is_running_from_reloader
+
+from . import delivery, live
+
+
+def init_app(app):
+    """Give `app` its hub; under `flask run`, start the background work in the serving process."""
+    live.init_app(app)
+    context = click.get_current_context(silent=True)
+    if context is not None and context.info_name == "run":
+        reloads = context.params.get("reload")
+        # With the reloader, the process that serves is its child; the watching parent does not deliver.
+        if not (reloads if reloads is not None else app.debug) or is_running_from_reloader():
+            start(app)
+
+
+def start(app):
+    """Start the background work of a serving process (gunicorn's post_worker_init, `flask run`)."""
+    delivery.start(app)
+
+
+def end_streams():
+    """End every open event stream and long poll of this process at once: on SIGTERM, so that the
+    shutdown waits on none of them (their clients resume with Last-Event-ID)."""
+    live.end_streams()
+
+
+def stop(app, timeout=2.0):
+    """Stop `app`'s background work in this process: the deliverer gives its lease up, the hub ends."""
+    delivery.stop(app, timeout)
+    live.stop(app)

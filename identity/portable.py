@@ -1,0 +1,270 @@
+"""Identities as data: export to JSON Lines, and import that checks every line's id against its content.
+
+An export line is the Identity as an Admin reads it, its creator reduced to the wallet
+(schemas.IdentityExportSchema), in (created_at, id) order. Import reads such lines; each is
+validated by the same field rules as a create (schemas.IdentityImportSchema), and its identity_id
+and identity_hash must be the addresses of its content, recomputed here: a line that fails is
+refused by its number and nothing of it is written. Lines are written in batches, one transaction
+each, so a long import keeps what it committed when it is stopped.
+"""
+
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from flask import current_app
+from marshmallow import ValidationError
+from sqlalchemy import func, select, text
+
+from . import content, history
+from .extensions import db, write_transaction
+from .models import new_id, utcnow
+from .schemas import identity_import_schema
+from .service import IDENTITIES, USERS
+
+# Rows fetched per round trip on export, and lines written per transaction on import.
+EXPORT_BATCH = 2000
+IMPORT_BATCH = 1000
+
+_EXPORT = (
+    select(IDENTITIES, USERS.c.wallet.label("creator_wallet"))
+    .join_from(IDENTITIES, USERS, IDENTITIES.c.creator_id == USERS.c.id)
+    .order_by(IDENTITIES.c.created_at, IDENTITIES.c.id)
+    .execution_options(yield_per=EXPORT_BATCH)
+)
+
+
+def count_identities():
+    """How many identities there are (for a progress bar's total)."""
+    total = db.session.execute(select(func.count()).select_from(IDENTITIES)).scalar_one()
+    db.session.commit()
+    return total
+
+
+def export_line(row):
+    """One row of _EXPORT as a line of the export: JSON and a newline, as bytes.
+
+    The Identity object as schemas.IdentitySchema writes it for an Admin (same keys, order and value
+    forms), with the creator as its wallet; written here directly because a schema's dump of 21
+    fields would cost most of an export's time. tests/test_portable.py compares both.
+    """
+    return orjson.dumps({
+        "id": row.id,
+        "identity_id": row.identity_id,
+        "identity_hash": row.identity_hash,
+        "vault_id": str(row.vault_id),
+        "display_name": row.display_name,
+        "description": row.description,
+        "image": row.image,
+        "corpora_id": row.corpora_id,
+        "semantic": row.semantic,
+        "external_reference": row.external_reference,
+        "creator": row.creator_wallet,
+        "created_at": _timestamp(row.created_at),
+        "updated_at": _timestamp(row.updated_at),
+        "num_positions": row.num_positions,
+        "assets_sum": str(row.assets_sum),
+        "conviction_sum": str(row.conviction_sum),
+        "conviction_price": str(row.conviction_price),
+        "status": row.status,
+        "isUser": row.is_user,
+        "user_conviction": str(row.user_conviction),
+        "user_conviction_value": str(row.user_conviction_value),
+    }) + b"\n"
+
+
+def _timestamp(value):
+    """As fields.Timestamp writes it: RFC 3339 in UTC with microseconds and a Z."""
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # UTCDateTime reads every value in UTC
+
+
+def export_identities(stream, progress=None):
+    """Write every identity to the binary `stream`, one line each, sorted by created_at, id; returns
+    how many. Rows are read `EXPORT_BATCH` at a time (a server-side cursor on PostgreSQL), so memory
+    does not grow with their number. `progress(n)` is called as rows are written."""
+    written = 0
+    try:
+        for rows in db.session.execute(_EXPORT).partitions():
+            stream.write(b"".join(map(export_line, rows)))
+            written += len(rows)
+            if progress:
+                progress(len(rows))
+    finally:
+        db.session.rollback()  # a read only; ends the snapshot and frees the cursor
+    return written
+
+
+@contextmanager
+def replacing(path):
+    """A binary file to write `path` through: written under a temporary name beside it and renamed
+    over `path` only when the block ends without an error, so an interrupted write leaves no partial
+    file (and any earlier `path` as it was)."""
+    path = Path(path)
+    handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(partial, path)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+
+
+@dataclass
+class ImportCounts:
+    """What an import did so far: only committed lines count as imported or skipped."""
+
+    imported: int = 0
+    skipped: int = 0
+    refused: int = 0
+    lines: int = 0
+
+    def summary(self):
+        return f"imported {self.imported}, skipped {self.skipped}, refused {self.refused}"
+
+
+class Refused(Exception):
+    """A line that cannot be imported; the message says why and what to fix."""
+
+
+@dataclass
+class _Batch:
+    rows: list = field(default_factory=list)
+    content_ids: set = field(default_factory=set)
+    ids: set = field(default_factory=set)
+
+
+def import_identities(lines, wallet, counts=None, on_refused=None, progress=None, batch_size=IMPORT_BATCH):
+    """Import exported identities from `lines` (bytes or str, one JSON object each); returns ImportCounts.
+
+    An identity whose content is already stored is skipped. A line that is not valid is refused:
+    `on_refused(line_number, message)` is called and nothing of it is written. Every imported
+    identity gets a `created` entry in the change log, in the name of `wallet`. `counts` (an
+    ImportCounts) is updated after each committed batch, so a caller that is interrupted knows what
+    was committed. `progress(n)` is called as lines are read.
+    """
+    counts = counts if counts is not None else ImportCounts()
+    batch = _Batch()
+    for number, line in enumerate(lines, 1):
+        counts.lines = number
+        if progress:
+            progress(1)
+        if not line.strip():
+            continue
+        try:
+            row = parse_line(line)
+        except Refused as refusal:
+            counts.refused += 1
+            if on_refused:
+                on_refused(number, str(refusal))
+            continue
+        if row["content_id"] in batch.content_ids:
+            counts.skipped += 1  # the same content twice in the file: the first one stands
+            continue
+        if row["id"] in batch.ids:
+            counts.refused += 1
+            if on_refused:
+                on_refused(number, f"id {row['id']} is the id of an earlier line's identity; give this line a new id")
+            continue
+        row["line"] = number
+        batch.rows.append(row)
+        batch.content_ids.add(row["content_id"])
+        batch.ids.add(row["id"])
+        if len(batch.rows) >= batch_size:
+            _write(batch.rows, wallet, counts, on_refused)
+            batch = _Batch()
+    if batch.rows:
+        _write(batch.rows, wallet, counts, on_refused)
+    return counts
+
+
+def parse_line(line):
+    """The row to insert for one export line; raises Refused when the line is not a sound identity."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError as error:
+        raise Refused(f"not JSON ({error}); each line must be one Identity object as `identities export` writes it") from None
+    if not isinstance(data, dict):
+        raise Refused("not a JSON object; each line must be one Identity object as `identities export` writes it")
+    try:
+        fields = identity_import_schema.load(data)
+    except ValidationError as error:
+        problems = "; ".join(f"{name}: {' '.join(map(str, _flat(messages)))}" for name, messages in error.messages.items())
+        raise Refused(f"invalid fields: {problems}") from None
+    stored = {name: fields[name] for name in content.CONTENT_FIELDS if fields.get(name) is not None}
+    content_id = content.content_id_of(content.canonical_bytes(stored))
+    parsed = content.parse_identity_id(fields["identity_id"])
+    if parsed is None or parsed[1] != content_id:
+        raise Refused(
+            f"identity_id {fields['identity_id']} is not the address of this content, which is {content_id}: "
+            "the line was altered; export it again from its source"
+        )
+    identity_hash = content.identity_hash_of(content_id)
+    if fields["identity_hash"] != identity_hash:
+        raise Refused(f"identity_hash is not the hash of this content's address, which is {identity_hash}")
+    row = {name: fields.get(name) for name in content.CONTENT_FIELDS}
+    row.update(
+        {name: value for name, value in fields.items() if name not in content.CONTENT_FIELDS and name != "creator"}
+    )
+    row["id"] = str(fields["id"])
+    row["content_id"] = content_id
+    row["creator"] = fields["creator"]
+    return row
+
+
+def _flat(messages):
+    if isinstance(messages, dict):
+        return [f"{key}: {' '.join(map(str, _flat(value)))}" for key, value in messages.items()]
+    return messages if isinstance(messages, list) else [messages]
+
+
+def _write(rows, wallet, counts, on_refused):
+    """Insert one batch in one transaction: known content is skipped, a taken id refused."""
+    refused = []
+    with write_transaction() as session:
+        if session.get_bind().dialect.name == "sqlite":
+            # Per connection; the import's connection keeps it for the next batches.
+            cache_kib = int(current_app.config["IDENTITY_IMPORT_CACHE_MB"]) * 1024
+            session.execute(text(f"PRAGMA cache_size = -{cache_kib}"))
+        known = set(
+            session.execute(select(IDENTITIES.c.content_id).where(IDENTITIES.c.content_id.in_([r["content_id"] for r in rows]))).scalars()
+        )
+        fresh = [row for row in rows if row["content_id"] not in known]
+        taken = set(session.execute(select(IDENTITIES.c.id).where(IDENTITIES.c.id.in_([r["id"] for r in fresh]))).scalars())
+        refused = [row for row in fresh if row["id"] in taken]
+        fresh = [row for row in fresh if row["id"] not in taken]
+        users = _users_of(session, {row["creator"] for row in fresh})
+        values = [{**_columns(row), "creator_id": users[row["creator"]]} for row in fresh]
+        if values:
+            session.execute(IDENTITIES.insert(), values)
+            now = utcnow()
+            history.record_created_many(session, [row["identity_id"] for row in fresh], wallet, now)
+    counts.imported += len(fresh)
+    counts.skipped += len(rows) - len(fresh) - len(refused)
+    counts.refused += len(refused)
+    for row in refused:
+        if on_refused:
+            on_refused(row["line"], f"id {row['id']} belongs to another identity here; give the line a new id")
+
+
+def _columns(row):
+    return {name: value for name, value in row.items() if name not in ("creator", "line")}
+
+
+def _users_of(session, wallets):
+    """{wallet: user id} for `wallets`; a wallet not seen before becomes a User."""
+    if not wallets:
+        return {}
+    users = dict(session.execute(select(USERS.c.wallet, USERS.c.id).where(USERS.c.wallet.in_(wallets))).all())
+    missing = sorted(wallets - users.keys())
+    if missing:
+        now = utcnow()
+        new = [{"id": new_id(), "wallet": w, "role": "User", "created_at": now, "updated_at": now, "last_login": None} for w in missing]
+        session.execute(USERS.insert(), new)
+        users.update((user["wallet"], user["id"]) for user in new)
+    return users
+

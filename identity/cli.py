@@ -39,7 +39,10 @@ def require_database(connection_only=False):
         else:
             readiness.schema_state()
     except DBAPIError as error:
-        raise click.ClickException(f"The database does not answer: {cause(error)}.") from None
+        raise click.ClickException(
+            f"The database does not answer: {cause(error)}. Check DATABASE_URL and that the database is up, "
+            "then run the command again."
+        ) from None
     except readiness.SchemaNotCurrent as not_current:
         raise click.ClickException(not_current.detail) from None
 

@@ -192,8 +192,9 @@ def _last_number(connection, table, column):
     if connection.dialect.name == "postgresql":
         sequence = connection.execute(text("SELECT pg_get_serial_sequence(:t, :c)"), {"t": table.name, "c": column.name}).scalar()
         if sequence:
-            row = connection.execute(text(f"SELECT last_value, is_called FROM {sequence}")).one()  # noqa: S608 - a name PostgreSQL gave
-            return row.last_value if row.is_called else 0
+            # NULL until the sequence first handed a number out.
+            last = connection.execute(text("SELECT pg_sequence_last_value(CAST(:s AS regclass))"), {"s": sequence}).scalar()
+            return last or 0
         return 0
     if connection.dialect.name == "sqlite":
         exists = connection.execute(text("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_sequence'")).scalar()

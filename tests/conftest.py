@@ -3,6 +3,7 @@ that IDENTITY_TEST_POSTGRES_URL names (`.ci/postgres` starts one); without it th
 
 import logging
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,23 @@ def pytest_terminal_summary(terminalreporter, config):
     if not postgres.URL:
         not_run = config.stash.get(POSTGRES_NOT_RUN, 0)
         terminalreporter.write_sep("=", f"{POSTGRES_SKIPPED}: {not_run} tests not run", yellow=True)
+
+
+@pytest.fixture
+def ctrl_c():
+    """SIGINT raises KeyboardInterrupt in this process, as in a terminal, for the duration of the test.
+
+    A suite started in the background (`make test &`, some CI runners) inherits SIGINT ignored, and
+    Python then installs no handler of its own: a test's real Ctrl-C would do nothing.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def restore_ctrl_c():
+    """preexec_fn of a subprocess that must stop on SIGINT even when this run inherited it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture

@@ -116,7 +116,7 @@ def test_copy_refuses_an_unusable_url(app):
     assert "--to is not a database URL" in result.output
 
 
-def test_ctrl_c_during_a_copy_leaves_the_target_as_it_was(app, client, admin_key, target_url):
+def test_ctrl_c_during_a_copy_leaves_the_target_as_it_was(app, client, admin_key, target_url, ctrl_c):
     populate(app, client, admin_key)
     before = rows(target_url)
 

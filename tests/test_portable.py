@@ -18,7 +18,7 @@ from bench.portable import export_lines
 from identity import seed
 from identity.extensions import db
 from identity.models import Change, Identity, User
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, make_app, migrate
+from tests.conftest import ADMIN_WALLET, OTHER_WALLET, make_app, migrate, restore_ctrl_c
 from tests.live import BIN, ROOT
 
 BIG = str(2**200 + 7)
@@ -203,7 +203,7 @@ def test_ctrl_c_during_an_import_keeps_and_reports_what_was_committed(database_u
     env = {**os.environ, "DATABASE_URL": database_url}
     process = subprocess.Popen(
         [str(BIN / "flask"), "--app", "app", "identities", "import", "-"], cwd=ROOT, env=env,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=restore_ctrl_c,
     )
     process.stdin.write(b"".join(export_lines(2500)))
     process.stdin.flush()

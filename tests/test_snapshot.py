@@ -111,7 +111,7 @@ def interrupt_after_first_batch(done):
     os.kill(os.getpid(), signal.SIGINT)
 
 
-def test_ctrl_c_during_a_snapshot_leaves_no_file(app, tmp_path):
+def test_ctrl_c_during_a_snapshot_leaves_no_file(app, tmp_path, ctrl_c):
     import_lines(app, export_lines(car.READ_BATCH + 10))
     folder = tmp_path / "out"
     folder.mkdir()

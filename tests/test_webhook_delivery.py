@@ -260,6 +260,8 @@ def test_the_lease_has_one_holder_until_it_expires_or_is_released(app):
 
 
 @pytest.mark.postgresql_only
+@pytest.mark.serial
+@pytest.mark.skipif(not os.environ.get("IDENTITY_TEST_POSTGRES_CTL"), reason="set IDENTITY_TEST_POSTGRES_CTL to the test server's pg_ctl -D ... command")
 def test_deliveries_resume_after_the_database_went_away_and_came_back(keyed, admin_key):
     from tests import postgres
 

@@ -28,9 +28,16 @@ def init_app(app):
             start(app)
 
 
+def _is_this_service(app):
+    """Whether `app` came from this package's factory: gunicorn.conf.py also serves the benchmark's
+    floors (a bare WSGI callable, a plain Flask app), which have no background work."""
+    return live.EXTENSION in getattr(app, "extensions", {})
+
+
 def start(app):
     """Start the background work of a serving process (gunicorn's post_worker_init, `flask run`)."""
-    delivery.start(app)
+    if _is_this_service(app):
+        delivery.start(app)
 
 
 def end_streams():
@@ -41,5 +48,6 @@ def end_streams():
 
 def stop(app, timeout=2.0):
     """Stop `app`'s background work in this process: the deliverer gives its lease up, the hub ends."""
-    delivery.stop(app, timeout)
-    live.stop(app)
+    if _is_this_service(app):
+        delivery.stop(app, timeout)
+        live.stop(app)

@@ -22,12 +22,13 @@ from sqlalchemy import String, Text, cast, func, select, text, type_coerce
 
 from . import content, history
 from .extensions import db, write_transaction
+from .lines import load_common
 from .models import new_id, utcnow
 from .schemas import identity_import_schema
 from .service import IDENTITIES, USERS
 
 # Rows fetched per round trip on export, and lines written per transaction on import.
-EXPORT_BATCH = 5000
+EXPORT_BATCH = 2000
 IMPORT_BATCH = 1000
 
 # The export's keys in the order of schemas.IdentitySchema, each with the column that holds it.
@@ -220,8 +221,9 @@ def parse_line(line):
         raise Refused(f"not JSON ({error}); each line must be one Identity object as `identities export` writes it") from None
     if not isinstance(data, dict):
         raise Refused("not a JSON object; each line must be one Identity object as `identities export` writes it")
+    fields = load_common(data)
     try:
-        fields = identity_import_schema.load(data)
+        fields = fields or identity_import_schema.load(data)
     except ValidationError as error:
         problems = "; ".join(f"{name}: {' '.join(map(str, _flat(messages)))}" for name, messages in error.messages.items())
         raise Refused(f"invalid fields: {problems}") from None

@@ -375,3 +375,14 @@ def test_a_line_in_the_common_form_loads_fast_exactly_as_the_schema_loads_it(cha
 def test_a_line_in_any_other_form_is_left_to_the_schema(change):
     data = {**orjson.loads(next(export_lines(1, first=3))), **change}
     assert load_common(data) is None
+
+
+@pytest.mark.sqlite_only
+def test_export_writes_a_timestamp_stored_without_microseconds_as_the_api_does(app, client, admin_key, populated):
+    with app.app_context():
+        db.session.execute(text("UPDATE identities SET updated_at = '2026-01-02 03:04:05' WHERE identity_id = :id"),
+                           {"id": populated[0]})
+        db.session.commit()
+    exported = orjson.loads(export(app).stdout_bytes.splitlines()[0])
+    served = client.get(f"/identity/{populated[0]}", headers={"x-api-key": admin_key}).json
+    assert exported["updated_at"] == served["updated_at"] == "2026-01-02T03:04:05.000000Z"

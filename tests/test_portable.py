@@ -17,7 +17,9 @@ from sqlalchemy import create_engine, func, select, text
 from bench.portable import export_lines
 from identity import seed
 from identity.extensions import db
+from identity.lines import load_common
 from identity.models import Change, Identity, User
+from identity.schemas import identity_import_schema
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, make_app, migrate, restore_ctrl_c
 from tests.live import BIN, ROOT
 
@@ -326,3 +328,61 @@ def test_an_id_taken_by_another_identity_is_refused(app, tmp_path):
     assert result.stdout.strip() == "imported 1, skipped 0, refused 2"
     assert f"line 1: refused: id {first['id']} belongs to another identity" in result.stderr
     assert f"line 3: refused: id {third['id']} is the id of an earlier line's identity" in result.stderr
+
+
+COMMON_VARIANTS = [
+    {},
+    {"description": None, "image": None},
+    {"image": "ipfs://bafkreib/ada.png", "external_reference": "https://example.org/ada?x=1#y"},
+    {"display_name": 'Quote " and \\ back', "isUser": True, "num_positions": 2**53 - 1},
+    {"assets_sum": "9" * 77, "vault_id": "12345678901234567890123"},
+    {"creator": "0x" + "ab" * 20, "status": "error"},
+    {"created_at": "1999-12-31T23:59:59.000000Z"},
+]
+UNCOMMON_VARIANTS = [
+    {"display_name": "Ada Lovelace ✓"},
+    {"display_name": " padded "},
+    {"description": "Line one\nline two"},
+    {"description": ""},
+    {"image": "javascript:alert(1)"},
+    {"external_reference": "ipfs://bafkreib/ada"},
+    {"vault_id": "01"},
+    {"assets_sum": "9" * 78},
+    {"created_at": "2026-13-01T00:00:00.000000Z"},
+    {"updated_at": "2026-01-01T00:00:00Z"},
+    {"num_positions": 2**53},
+    {"num_positions": 3.0},
+    {"isUser": 0},
+    {"status": "gone"},
+    {"corpora_id": "corpus"},
+    {"creator": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d358"},
+    {"id": "00000000-0000-4000-8000-00000000000A"},
+    {"nickname": "Ada"},
+]
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("change", COMMON_VARIANTS)
+def test_a_line_in_the_common_form_loads_fast_exactly_as_the_schema_loads_it(change):
+    data = {**orjson.loads(next(export_lines(1, first=3))), **change}
+    fast = load_common(data)
+    assert fast is not None
+    assert fast == {**identity_import_schema.load(data), "id": data["id"]}
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("change", UNCOMMON_VARIANTS)
+def test_a_line_in_any_other_form_is_left_to_the_schema(change):
+    data = {**orjson.loads(next(export_lines(1, first=3))), **change}
+    assert load_common(data) is None
+
+
+@pytest.mark.sqlite_only
+def test_export_writes_a_timestamp_stored_without_microseconds_as_the_api_does(app, client, admin_key, populated):
+    with app.app_context():
+        db.session.execute(text("UPDATE identities SET updated_at = '2026-01-02 03:04:05' WHERE identity_id = :id"),
+                           {"id": populated[0]})
+        db.session.commit()
+    exported = orjson.loads(export(app).stdout_bytes.splitlines()[0])
+    served = client.get(f"/identity/{populated[0]}", headers={"x-api-key": admin_key}).json
+    assert exported["updated_at"] == served["updated_at"] == "2026-01-02T03:04:05.000000Z"

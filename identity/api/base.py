@@ -209,3 +209,12 @@ RATELIMIT_HEADERS = {
 }
 
 
+def shared_problems(view):
+    """The answers every keyed route may give, declared once: 401, 429 and 503, as problems."""
+    for document in (
+        problem(401, **UNAUTHORIZED),
+        problem(429, TOO_MANY, headers=RATELIMIT_HEADERS),
+        problem(503, **UNAVAILABLE),
+    ):
+        view = document(view)
+    return view

@@ -18,6 +18,7 @@ from .base import (
     blp,
     operation,
     problem,
+    shared_problems,
 )
 
 
@@ -27,10 +28,8 @@ from .base import (
 @limits.reads
 @operation("listIdentityChanges")
 @blp.response(200, ChangeListSchema, example={"data": [CHANGE_EXAMPLE]})
-@problem(401, **UNAUTHORIZED)
+@shared_problems
 @problem(404, NOT_FOUND)
-@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@problem(503, **UNAVAILABLE)
 def identity_changes(identity_id):
     """An Identity's change history, oldest first.
 

@@ -26,14 +26,11 @@ from .base import (
     IF_NONE_MATCH,
     LOCATION,
     NOT_FOUND,
-    RATELIMIT_HEADERS,
-    TOO_MANY,
-    UNAUTHORIZED,
-    UNAVAILABLE,
     alias,
     blp,
     operation,
     problem,
+    shared_problems,
 )
 
 
@@ -45,11 +42,9 @@ from .base import (
 @operation("getIdentity", parameters=[IF_NONE_MATCH])
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
 @blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
-@problem(401, **UNAUTHORIZED)
+@shared_problems
 @problem(404, NOT_FOUND)
 @problem(410, **GONE)
-@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@problem(503, **UNAVAILABLE)
 def get_identity(identity_id):
     """Fetch an Identity by its identity_id.
 
@@ -73,11 +68,9 @@ def get_identity(identity_id):
     headers={"ETag": ETAG, "Cache-Control": ETAG_HEADERS["Cache-Control"]},
 )
 @blp.alt_response(304, description="If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
-@problem(401, **UNAUTHORIZED)
+@shared_problems
 @problem(404, NOT_FOUND)
 @problem(410, **GONE)
-@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@problem(503, **UNAVAILABLE)
 def get_identity_content(identity_id):
     """Fetch an Identity's content, byte for byte as its content_id hashes it.
 
@@ -108,7 +101,7 @@ def _identity_or_404(identity_id):
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
 @problem(400, "The body is not valid JSON or not UTF-8.")
-@problem(401, **UNAUTHORIZED)
+@shared_problems
 @problem(403, "A User key named another creator, or the key is read-only (scope read).")
 @problem(
     409,
@@ -126,8 +119,6 @@ def _identity_or_404(identity_id):
         errors={"display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]},
     ),
 )
-@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@problem(503, **UNAVAILABLE)
 def create_identity(fields):
     """Create an off-chain Identity.
 
@@ -150,7 +141,7 @@ def create_identity(fields):
 @blp.arguments(identity_patch_schema, example=PATCH_EXAMPLE)
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
 @problem(400, "The body is not valid JSON or not UTF-8.")
-@problem(401, **UNAUTHORIZED)
+@shared_problems
 @problem(403, "A User key (only Admin keys curate), or a read-only key (scope read).", example=problem_body(403, ADMIN_ONLY_DETAIL))
 @problem(404, NOT_FOUND)
 @problem(412, PreconditionFailed.DETAIL)
@@ -161,8 +152,6 @@ def create_identity(fields):
     "A content field, an unknown field, an invalid value, or nothing to change; errors names each.",
     example=problem_body(422, "Invalid fields: display_name.", errors={"display_name": [IMMUTABLE]}),
 )
-@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@problem(503, **UNAVAILABLE)
 def patch_identity(changes, identity_id):
     """Curate an Identity: its status and on-chain figures (Admin keys only; If-Match makes it conditional).
 
@@ -189,10 +178,8 @@ LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], 
     "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names each parameter.",
     example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 100."]}),
 )
-@problem(401, **UNAUTHORIZED)
+@shared_problems
 @problem(403, "Removed identities are listed only to an Admin key.")
-@problem(429, TOO_MANY, headers=RATELIMIT_HEADERS)
-@problem(503, **UNAVAILABLE)
 def list_identities(args):
     """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default.
 

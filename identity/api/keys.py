@@ -22,7 +22,7 @@ from ..schemas import (
     MeSchema,
     UserWithCountSchema,
 )
-from .base import RATELIMIT_HEADERS, TOO_MANY, UNAUTHORIZED, UNAVAILABLE, blp, operation, problem
+from .base import blp, operation, problem, shared_problems
 
 _AT = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
 _WALLET = "0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045"
@@ -55,17 +55,6 @@ ISSUED_LINKS = {
 }
 ADMIN_ONLY = "A User key (only Admin keys manage keys), or a read-only key asked to change something."
 ROTATED = "The key is revoked, expired, or rotated already (it works until its grace ends): nothing was issued."
-
-
-def shared_problems(view):
-    """The answers every route here may give: 401, 429 and 503, as problems."""
-    for document in (
-        problem(401, **UNAUTHORIZED),
-        problem(429, TOO_MANY, headers=RATELIMIT_HEADERS),
-        problem(503, **UNAVAILABLE),
-    ):
-        view = document(view)
-    return view
 
 
 def body_problems(view):

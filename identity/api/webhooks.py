@@ -12,7 +12,7 @@ from ..schemas import (
     WebhookPatchSchema,
     WebhookSchema,
 )
-from .base import RATELIMIT_HEADERS, TOO_MANY, UNAUTHORIZED, UNAVAILABLE, blp, operation, problem
+from .base import blp, operation, problem, shared_problems
 
 WEBHOOK_ID = {
     "in": "path",
@@ -31,14 +31,7 @@ URL_REFUSED = problem_body(
 
 def _common(view):
     """What every webhook route documents: an Admin key, the budget, the database (the key itself: operation())."""
-    for decorate in (
-        problem(401, **UNAUTHORIZED),
-        problem(403, ADMIN_ONLY_DETAIL),
-        problem(429, TOO_MANY, headers=RATELIMIT_HEADERS),
-        problem(503, **UNAVAILABLE),
-    ):
-        view = decorate(view)
-    return view
+    return shared_problems(problem(403, ADMIN_ONLY_DETAIL)(view))
 
 
 def _body_problems(view):

@@ -18,7 +18,7 @@ STEPS = (
     "search", "patch_if_match", "precondition_failed", "remove_then_gone", "history", "feed", "long_poll",
     "long_poll_times_out", "problems", "me", "create_key", "list_keys_and_follow_next", "get_key",
     "read_key_is_read_only", "rotate_key_with_grace", "rotate_my_key", "revoke_key", "revoke_my_key", "get_user",
-    "key_problems",
+    "key_problems", "webhooks",
 )
 # How long a revoked key may still be accepted: the server's IDENTITY_KEY_CACHE_SECONDS, and some slack.
 REFUSAL_DEADLINE_SECONDS = 10
@@ -361,6 +361,40 @@ class Scenario:
         revoked = self.op("revoke_key").sync_detailed(uuid.uuid4(), client=self.admin)
         assert revoked.status_code == HTTPStatus.NOT_FOUND
         self.problem(revoked.parsed, 404)
+
+    def webhooks(self):
+        """An Admin registers a webhook (its secret in the 201 only), reads, pauses, lists its deliveries and
+        removes it; a private address and a User key get problems."""
+        models = self.models
+        url = f"https://hooks.example.com/identity/{self.tag}"
+        answer = self.op("create_webhook").sync_detailed(client=self.admin, body=models.WebhookCreate(url=url))
+        assert answer.status_code == HTTPStatus.CREATED, answer.content
+        created = answer.parsed
+        assert isinstance(created, models.WebhookCreated) and created.secret.startswith("whsec_")
+        fetched = self.op("get_webhook").sync_detailed(created.id, client=self.admin)
+        assert isinstance(fetched.parsed, models.Webhook) and fetched.parsed.url == url
+        assert created.secret not in fetched.content.decode()
+        listed = self.op("list_webhooks").sync_detailed(client=self.admin).parsed
+        assert isinstance(listed, models.WebhookList) and created.id in [webhook.id for webhook in listed.data]
+        paused = self.op("update_webhook").sync_detailed(
+            created.id, client=self.admin, body=models.WebhookPatch(active=False)
+        )
+        assert paused.status_code == HTTPStatus.OK and paused.parsed.active is False
+        deliveries = self.op("list_webhook_deliveries").sync_detailed(created.id, client=self.admin)
+        assert isinstance(deliveries.parsed, models.DeliveryList), deliveries.content
+        removed = self.op("delete_webhook").sync_detailed(created.id, client=self.admin)
+        assert removed.status_code == HTTPStatus.NO_CONTENT
+        gone = self.op("get_webhook").sync_detailed(created.id, client=self.admin)
+        assert gone.status_code == HTTPStatus.NOT_FOUND
+        self.problem(gone.parsed, 404)
+        private = self.op("create_webhook").sync_detailed(
+            client=self.admin, body=models.WebhookCreate(url="http://127.0.0.1/hook")
+        )
+        assert private.status_code == HTTPStatus.UNPROCESSABLE_ENTITY, private.content
+        self.problem(private.parsed, 422)
+        as_user = self.op("list_webhooks").sync_detailed(client=self.user)
+        assert as_user.status_code == HTTPStatus.FORBIDDEN
+        self.problem(as_user.parsed, 403)
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -331,6 +331,27 @@ async function keyProblems() {
   check(invalid.errors?.expires_in !== undefined, "the 422 names expires_in");
 }
 
+async function webhooks() {
+  const url = `https://hooks.example.com/identity/${tag}`;
+  const created = await admin.POST("/webhooks", { body: { url } });
+  const webhook = created.data;
+  check(created.response.status === 201 && webhook !== undefined, `createWebhook answered ${created.response.status}`);
+  check(webhook.secret.startsWith("whsec_"), "the 201 carries the secret");
+  const id = { params: { path: { webhook_id: webhook.id } } };
+  const fetched = await admin.GET("/webhooks/{webhook_id}", id);
+  check(fetched.data?.url === url && !("secret" in fetched.data), "getWebhook shows it without its secret");
+  const listed = await admin.GET("/webhooks");
+  check(listed.data?.data.some((each) => each.id === webhook.id) === true, "listWebhooks lists it");
+  const paused = await admin.PATCH("/webhooks/{webhook_id}", { ...id, body: { active: false } });
+  check(paused.response.status === 200 && paused.data?.active === false, "updateWebhook pauses it");
+  const deliveries = await admin.GET("/webhooks/{webhook_id}/deliveries", id);
+  check(deliveries.response.status === 200 && Array.isArray(deliveries.data?.data), "listWebhookDeliveries answers");
+  check((await admin.DELETE("/webhooks/{webhook_id}", id)).response.status === 204, "deleteWebhook answers 204");
+  isProblem((await admin.GET("/webhooks/{webhook_id}", id)).error, 404);
+  isProblem((await admin.POST("/webhooks", { body: { url: "http://127.0.0.1/hook" } })).error, 422);
+  isProblem((await user.GET("/webhooks")).error, 403);
+}
+
 async function problems() {
   const wrong = client("idsk_wrong");
   const path = { params: { path: { identity_id: unknown } } };
@@ -381,6 +402,7 @@ const STEPS: [string, () => Promise<void>][] = [
   ["revoke_my_key", revokeMyKey],
   ["get_user", getUser],
   ["key_problems", keyProblems],
+  ["webhooks", webhooks],
 ];
 
 for (const [name, step] of STEPS) {

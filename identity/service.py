@@ -5,8 +5,9 @@ import uuid
 from datetime import timedelta
 
 from flask import current_app
-from sqlalchemy import and_, bindparam, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import and_, bindparam, or_, select, type_coerce, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.types import NullType
 
 from . import content, history
 from .auth import forget_keys
@@ -34,6 +35,10 @@ IDENTITIES_WITH_CREATOR = select(IDENTITIES, *(column.label(_CREATOR + column.ke
     IDENTITIES, USERS, IDENTITIES.c.creator_id == USERS.c.id
 )
 _IDENTITY_BY_ID = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id == bindparam("identity_id"))
+# The same columns again as the driver gives them (NullType converts nothing): a row and its typed twin.
+_IDENTITY_BY_ID_TWICE = _IDENTITY_BY_ID.add_columns(
+    *(type_coerce(column, NullType()).label(f"raw__{number}") for number, column in enumerate(_IDENTITY_BY_ID.selected_columns))
+)
 _IDENTITY_OF_CONTENT = select(IDENTITIES.c.identity_id).where(IDENTITIES.c.content_id == bindparam("content_id"))
 _USER_OF_WALLET = select(USERS).where(USERS.c.wallet == bindparam("wallet"))
 
@@ -59,6 +64,69 @@ def get_identity(identity_id):
     with single_read() as connection:
         row = connection.execute(_IDENTITY_BY_ID, {"identity_id": identity_id}).one_or_none()
     return None if row is None else identity_record(row)
+
+
+def get_identity_row(identity_id):
+    """The row of IDENTITIES_WITH_CREATOR with this identity_id as the driver gives it (a tuple, its
+    values not converted to the models' types), or None: the one statement of a GET.
+
+    A read of one statement needs none of a Connection's work (a transaction, result processing): it
+    goes on a pooled DBAPI connection, Engine.raw_connection(), as SQLAlchemy offers for "special
+    situations when the API provided by Connection is not needed". The row serves to tell a 404 and
+    a 410, and as the key of the identity's body (identity.representation), which get_identity_rows
+    gives in the models' types when it is not known yet. A driver's error reaches the app's error
+    handlers as SQLAlchemy's would (a 503 for a database that does not answer).
+    """
+    if not content.has_identity_id_form(identity_id):
+        return None
+    engine = db.engine
+    sql, parameters = _raw_statement(engine.dialect)
+    arguments = parameters(identity_id)
+    try:
+        connection = engine.raw_connection()
+    except engine.dialect.loaded_dbapi.Error as error:
+        raise DBAPIError.instance(sql, arguments, error, engine.dialect.loaded_dbapi.Error) from error
+    try:
+        cursor = connection.cursor()
+        try:
+            cursor.execute(sql, arguments)
+            return cursor.fetchone()
+        finally:
+            cursor.close()
+    except engine.dialect.loaded_dbapi.Error as error:
+        connection.invalidate()  # whatever broke, the next request gets a fresh connection
+        raise DBAPIError.instance(sql, arguments, error, engine.dialect.loaded_dbapi.Error) from error
+    finally:
+        connection.close()  # back to the pool, which rolls back whatever the driver began
+
+
+def get_identity_rows(identity_id):
+    """(row, typed row) of the identity with this identity_id from one statement, or None: the row as
+    get_identity_row gives it, and the same values in the models' types (see identity_record)."""
+    if not content.has_identity_id_form(identity_id):
+        return None
+    with single_read() as connection:
+        both = connection.execute(_IDENTITY_BY_ID_TWICE, {"identity_id": identity_id}).one_or_none()
+    if both is None:
+        return None
+    split = len(_IDENTITY_BY_ID.selected_columns)
+    return tuple(both[split:]), both[:split]
+
+
+# {(dialect, driver, paramstyle): (SQL, parameters)}: one entry for each kind of database in use.
+_RAW_STATEMENTS = {}
+
+
+def _raw_statement(dialect):
+    """The SQL of _IDENTITY_BY_ID for `dialect`, and how to give its one parameter in its paramstyle."""
+    kind = (dialect.name, dialect.driver, dialect.paramstyle)
+    if kind not in _RAW_STATEMENTS:
+        sql = str(_IDENTITY_BY_ID.compile(dialect=dialect))
+        if dialect.positional:
+            _RAW_STATEMENTS[kind] = sql, lambda identity_id: (identity_id,)
+        else:
+            _RAW_STATEMENTS[kind] = sql, lambda identity_id: {"identity_id": identity_id}
+    return _RAW_STATEMENTS[kind]
 
 
 def canonical_content(identity):

@@ -4,6 +4,7 @@ Per-request work that is the same for every request is done once, and what must 
 request is done once per request. Speed itself is measured by `make bench`, never asserted here.
 """
 
+import psycopg
 import pytest
 from sqlalchemy import event
 
@@ -13,17 +14,43 @@ from identity.schemas import identity_schema
 
 @pytest.fixture
 def statements(app):
-    """The SQL statements the app sends from now on, as sent (BEGIN and the like included)."""
+    """The SQL statements the app's database driver runs from now on (BEGIN and the like included),
+    whichever way they reach it: through SQLAlchemy's Connection, or on a pooled DBAPI connection."""
     sent = []
     with app.app_context():
         engine = db.engine
 
-    def record(_connection, _cursor, statement, *_):
-        sent.append(" ".join(statement.split()))
+    def record(statement):
+        sent.append(" ".join(str(statement).split()))
 
-    event.listen(engine, "before_cursor_execute", record)
+    def watch(dbapi_connection, _record, _proxy):
+        if engine.dialect.name == "sqlite":
+            dbapi_connection.set_trace_callback(record)
+        else:
+            dbapi_connection.cursor_factory = counting_cursor(record)
+
+    def unwatch(dbapi_connection, _record):
+        if engine.dialect.name == "sqlite":
+            dbapi_connection.set_trace_callback(None)
+        else:
+            dbapi_connection.cursor_factory = psycopg.Cursor
+
+    event.listen(engine, "checkout", watch)
+    event.listen(engine, "checkin", unwatch)
     yield sent
-    event.remove(engine, "before_cursor_execute", record)
+    event.remove(engine, "checkout", watch)
+    event.remove(engine, "checkin", unwatch)
+
+
+def counting_cursor(record):
+    """A psycopg cursor class that records each statement it executes (psycopg has no trace callback)."""
+
+    class Counting(psycopg.Cursor):
+        def execute(self, query, params=None, **kwargs):
+            record(query)
+            return super().execute(query, params, **kwargs)
+
+    return Counting
 
 
 @pytest.fixture
@@ -64,13 +91,33 @@ def test_a_get_with_a_key_not_yet_cached_adds_only_the_key_lookup(app, client, u
     assert "FROM api_keys JOIN users" in statements[0]
 
 
-def test_a_get_dumps_the_identity_once_and_encodes_one_body(app, client, user_key, fetched, monkeypatch):
+def test_a_get_dumps_the_identity_once_and_encodes_one_body(app, client, user_key, create, monkeypatch):
+    path = f"/identity/{create({'display_name': 'Dumped once'}).get_json()['identity_id']}"
     calls = []
     monkeypatch.setattr(identity_schema, "dump", counting(calls, "schema dump", identity_schema.dump))
     monkeypatch.setattr(app.json, "dumps", counting(calls, "JSON encoding", app.json.dumps))
 
-    assert client.get(fetched, headers={"x-api-key": user_key}).status_code == 200
+    first = client.get(path, headers={"x-api-key": user_key})
+    assert first.status_code == 200
     assert calls == ["schema dump", "JSON encoding"]
+
+
+def test_a_get_of_an_unchanged_identity_reuses_its_body_and_a_change_makes_a_new_one(
+    app, client, user_key, admin_key, fetched, monkeypatch
+):
+    calls = []
+    monkeypatch.setattr(identity_schema, "dump", counting(calls, "schema dump", identity_schema.dump))
+    first = client.get(fetched, headers={"x-api-key": user_key})
+    again = client.get(fetched, headers={"x-api-key": user_key})
+    assert calls == []  # the same row as the fetch before: its body was made once
+    assert again.data == first.data and again.headers["ETag"] == first.headers["ETag"]
+
+    patched = client.patch(fetched, json={"num_positions": 7}, headers={"x-api-key": admin_key})
+    assert patched.status_code == 200, patched.get_json()
+    calls.clear()  # the PATCH's own answer
+    changed = client.get(fetched, headers={"x-api-key": user_key})
+    assert calls == ["schema dump"]  # a new row, a new body
+    assert changed.get_json()["num_positions"] == 7 and changed.headers["ETag"] != first.headers["ETag"]
 
 
 def test_a_get_runs_each_request_hook_once(app, client, user_key, fetched, monkeypatch):

@@ -8,6 +8,7 @@ from ..auth import ADMIN_ONLY_DETAIL, auth, current_caller
 from ..docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, IDENTITY_EXAMPLE, PATCH_EXAMPLE
 from ..errors import IdentityExists, IdentityNotFound, IdentityRemoved, PreconditionFailed, problem_body
 from ..headers import conditional
+from ..representation import identity_response
 from ..schemas import (
     IMMUTABLE,
     IdentityContentSchema,
@@ -50,7 +51,7 @@ def get_identity(identity_id):
 
     Also served at /identities/{identity_id}.
     """
-    return _identity_or_404(identity_id)
+    return identity_response(identity_id)
 
 
 @blp.route("/identity/<identity_id>/content", endpoint="get_identity_content", parameters=[IDENTITY_ID])

@@ -155,9 +155,13 @@ def create_identity(fields, caller):
         "created_at": now,
         "updated_at": now,
     }
+    # The creator is read before the write lock is taken, so that the lock is held for the writes
+    # alone (every other create waits for it); a wallet not seen yet gets its user under the lock.
+    with single_read() as connection:
+        known = connection.execute(_USER_OF_WALLET, {"wallet": creator}).one_or_none()
     try:
         with write_transaction() as session:
-            user = _user_of_wallet(session, creator, "User")
+            user = known._asdict() if known is not None else _user_of_wallet(session, creator, "User")
             values["creator_id"] = user["id"]
             session.execute(IDENTITIES.insert(), values)
             history.record_created(session, address.identity_id, caller.wallet, now)

@@ -34,10 +34,24 @@ from gunicorn.glogging import Logger  # noqa: E402
 from prometheus_client import multiprocess  # noqa: E402
 
 from identity.config import settings_from_env  # noqa: E402
+from identity.limits import COUNTS_FILE_VARIABLE  # noqa: E402
 from identity.logs import logging_config  # noqa: E402
 from identity.redact import redact_keys  # noqa: E402
+from identity.shared_counts import create_counts_file  # noqa: E402
 
 _settings = settings_from_env()
+
+# Rate limits counted in memory are shared by this server's workers: each maps one file of counts
+# (identity/shared_counts.py), made here in the master before any worker forks, in a fresh directory
+# in TMPDIR if it is set, else in /dev/shm (memory, whose pages are never written back to a disk),
+# and removed when the server exits. (The variable survives a reload, which runs this file again.)
+if not os.environ.get(COUNTS_FILE_VARIABLE):
+    _shm = "/dev/shm" if not os.environ.get("TMPDIR") and os.access("/dev/shm", os.W_OK | os.X_OK) else None
+    os.environ[COUNTS_FILE_VARIABLE] = os.environ["IDENTITY_OWN_COUNTS_FILE"] = os.path.join(
+        tempfile.mkdtemp(prefix="identity-ratelimit-", dir=_shm), "counts"
+    )
+if not os.path.exists(os.environ[COUNTS_FILE_VARIABLE]):
+    create_counts_file(os.environ[COUNTS_FILE_VARIABLE])
 
 
 def _env_int(name, default):
@@ -61,12 +75,10 @@ bind = os.environ.get("GUNICORN_BIND") or _bind_address()
 # process's requests never contend for its write lock. docs/deployment.md weighs this against a
 # buffering proxy (deploy/nginx.conf), which the internet should see in front of any worker.
 #
-# Rate limits counted in memory:// are per process. Several processes would each allow a key its
-# whole budget, so with that storage the default is one process; with a shared storage
-# (redis://...), one per core.
+# One process per core: a gevent process uses one core. Rate limits count the same across them,
+# whether in memory:// (the file above) or in a shared storage (redis://...).
 _cores = multiprocessing.cpu_count()
-_limits_per_process = _settings["IDENTITY_RATELIMIT_STORAGE"].startswith("memory://")
-workers = _env_int("WEB_CONCURRENCY", 1 if _limits_per_process else _cores)
+workers = _env_int("WEB_CONCURRENCY", _cores)
 _threads = _env_int("GUNICORN_THREADS", 0)
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or ("gthread" if _threads > 1 else "gevent")
 # Threads serve requests only in the gthread worker; gunicorn would turn any other worker class given
@@ -146,12 +158,6 @@ def on_starting(server):
     # gave would otherwise be added to this run's.
     for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
         stale.unlink()
-    if _limits_per_process and server.cfg.workers > 1:
-        server.log.warning(
-            "IDENTITY_RATELIMIT_STORAGE is memory:// with %d worker processes: each counts alone, so a key "
-            "can make up to %d times its limit. Set IDENTITY_RATELIMIT_STORAGE=redis://... to share counts.",
-            server.cfg.workers, server.cfg.workers,
-        )
 
 
 # socket(7)'s SO_ATTACH_FILTER, with a classic BPF program that drops a TCP segment whose flags are
@@ -317,3 +323,6 @@ def on_exit(server):
     directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     if directory == os.environ.get("IDENTITY_OWN_METRICS_DIR"):
         shutil.rmtree(directory, ignore_errors=True)
+    counts = os.environ[COUNTS_FILE_VARIABLE]
+    if counts == os.environ.get("IDENTITY_OWN_COUNTS_FILE"):
+        shutil.rmtree(os.path.dirname(counts), ignore_errors=True)

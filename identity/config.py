@@ -96,7 +96,8 @@ def settings_from_env(environ=None):
         # Per API key; see identity/limits.py for what counts and how.
         "IDENTITY_RATELIMIT_READ": _rate_limit(environ, "IDENTITY_RATELIMIT_READ", "120/minute"),
         "IDENTITY_RATELIMIT_CREATE": _rate_limit(environ, "IDENTITY_RATELIMIT_CREATE", "30/minute"),
-        # memory:// counts per worker process; redis://... shares counts between workers and nodes.
+        # memory:// counts on this machine, shared by one gunicorn server's workers (identity/shared_counts.py);
+        # redis://... shares counts between nodes.
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
         # Streams and long polls of GET /changes that one API key may hold open at once, per process.
         "IDENTITY_MAX_STREAMS_PER_KEY": _int(environ, "IDENTITY_MAX_STREAMS_PER_KEY", 10),

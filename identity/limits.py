@@ -6,12 +6,17 @@ budget, and the budget is named by the key's id, never by the key itself.
 
 `limits` does the counting (fixed windows, in memory or in a shared storage such as Redis); this
 module is the Flask side of it, and only what the service needs: two budgets, named by key id,
-headers on every limited response, a 429 as problem details, and counting on in the process while
-a shared storage does not answer.
+headers on every limited response, a 429 as problem details, and counting on in memory while a
+shared storage does not answer.
+
+In memory means, under gunicorn.conf.py, in a file that every worker of the server maps
+(identity/shared_counts.py, named by COUNTS_FILE_VARIABLE), so that the workers share one count;
+elsewhere (`flask run`, the test client, an app that embeds the service), in the process.
 """
 
 import logging
 import math
+import os
 import threading
 import time
 from functools import wraps
@@ -24,11 +29,14 @@ from limits.strategies import FixedWindowRateLimiter
 from werkzeug.exceptions import TooManyRequests
 
 from .auth import current_caller
+from .shared_counts import SharedWindowCounts
 
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "identity"
-# While the shared storage fails, counts are kept in the process; it is tried again after this many
+# Internal: set by gunicorn.conf.py in the master, for its workers; names the file of shared counts.
+COUNTS_FILE_VARIABLE = "IDENTITY_RATELIMIT_COUNTS_FILE"
+# While the shared storage fails, counts are kept in memory; it is tried again after this many
 # seconds, doubled after each further failure up to the last figure.
 RETRY_SHARED_SECONDS = (1, 60)
 
@@ -122,7 +130,7 @@ class RateLimits:
             "read": sorted(parse_many(config["IDENTITY_RATELIMIT_READ"])),
             "create": sorted(parse_many(config["IDENTITY_RATELIMIT_CREATE"])),
         }
-        self.local = FixedWindowRateLimiter(WindowCounts())
+        self.local = FixedWindowRateLimiter(local_counts())
         uri = config["IDENTITY_RATELIMIT_STORAGE"]
         self.shared = (
             None if uri.startswith("memory://")
@@ -144,7 +152,7 @@ class RateLimits:
                     self._shared_failures = 0
                 return window
         # The in-memory storage, or its stand-in while the shared one does not answer: a degraded
-        # limit beats refusing every request.
+        # limit beats refusing every request. (Under gunicorn.conf.py, shared by the server's workers.)
         return self._spend(self.local, budget, key_id)
 
     def _spend(self, limiter, budget, key_id):
@@ -161,8 +169,15 @@ class RateLimits:
         delay = min(RETRY_SHARED_SECONDS[0] * 2**self._shared_failures, RETRY_SHARED_SECONDS[1])
         self._shared_failures += 1
         self._retry_shared_at = time.monotonic() + delay
-        log.warning("rate limit storage unreachable (%s); counting in this process for %d s",
+        log.warning("rate limit storage unreachable (%s); counting in memory for %d s",
                     type(error.storage_error).__name__, delay)
+
+
+def local_counts():
+    """The counts in memory: shared by the workers of this server when gunicorn.conf.py made their
+    file, else this process's own."""
+    path = os.environ.get(COUNTS_FILE_VARIABLE)
+    return SharedWindowCounts(path) if path else WindowCounts()
 
 
 def rate_limits(app):

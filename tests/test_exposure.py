@@ -35,7 +35,7 @@ def default_server(database_url, request):
         server.stop()
 
 
-@pytest.mark.parametrize("default_server", [None, 2], indirect=True, ids=["default", "WEB_CONCURRENCY=2"])
+@pytest.mark.parametrize("default_server", [None, 1], indirect=True, ids=["default", "WEB_CONCURRENCY=1"])
 def test_slow_and_silent_clients_do_not_stop_the_default_server(default_server, backend, report):
     server = default_server
     with HeldClients(server.port, slow=SLOW, silent=SILENT) as held:

@@ -36,8 +36,8 @@ def resolved_config(tmp_path, **env):
 def test_defaults_suit_production(tmp_path):
     config = resolved_config(tmp_path)
     assert config["bind"] == "['127.0.0.1:8000']"
-    # Rate limits counted in memory are per process: one process, gevent's worker (a greenlet per connection).
-    assert (config["workers"], config["threads"], config["worker_class"]) == ("1", "1", "gevent")
+    # One process per core (rate limits in memory are shared by them), gevent's worker (a greenlet per connection).
+    assert (config["workers"], config["threads"], config["worker_class"]) == (str(os.cpu_count()), "1", "gevent")
     assert config["worker_connections"] == "4000"  # open event streams hold one each
     # The C parser, required: the Python one echoes a malformed header line, key and all.
     assert config["http_parser"] == "fast"
@@ -75,8 +75,9 @@ def test_threads_with_a_worker_class_that_has_none_refuse_to_start(tmp_path):
 
 @pytest.mark.parametrize(
     ("env", "worker", "processes"),
-    [({"GUNICORN_WORKER_CLASS": "sync"}, "sync", 1), ({"WEB_CONCURRENCY": "2"}, "gevent", 2), ({}, "gevent", 1)],
-    ids=["sync", "2-workers", "default"],
+    [({"GUNICORN_WORKER_CLASS": "sync"}, "sync", os.cpu_count()), ({"WEB_CONCURRENCY": "3"}, "gevent", 3),
+     ({}, "gevent", os.cpu_count())],
+    ids=["sync", "3-workers", "default"],
 )
 def test_the_server_runs_the_worker_class_and_count_the_environment_asks_for(database_path, env, worker, processes):
     output = database_path.parent / "out"
@@ -141,7 +142,7 @@ def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdo
     temporary.mkdir()
 
     def ours():
-        return set(temporary.glob("identity-metrics-*"))
+        return set(temporary.glob("identity-metrics-*")) | set(temporary.glob("identity-ratelimit-*"))
 
     before = ours()
     server = LiveServer(
@@ -149,7 +150,10 @@ def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdo
     ).start()
     try:
         made = ours() - before
-        assert len(made) == 1
+        # The metrics' directory, and the rate-limit counts' one, with the file every worker maps.
+        assert sorted(path.name.split("-")[1] for path in made) == ["metrics", "ratelimit"]
+        [counts] = [path / "counts" for path in made if "ratelimit" in path.name]
+        assert counts.stat().st_size == 512 * 1024
         assert requests.get(server.url + "/metrics", timeout=10).status_code == 200
     finally:
         server.stop()

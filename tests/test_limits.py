@@ -1,11 +1,13 @@
 """Rate limits per API key: reads and creates have budgets, named by the key's id."""
 
+import http.client
 import os
 import shutil
 import sqlite3
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
@@ -159,6 +161,84 @@ def test_seven_creates_a_minute_through_the_default_server_show_the_429(database
     assert [r.status_code for r in responses] == [201] * 5 + [429] * 2
     assert responses[-1].headers["Content-Type"] == "application/problem+json"
     assert int(responses[-1].headers["Retry-After"]) > 0
+
+
+def worker_pids(server):
+    master = server.process.pid
+    return {int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()}
+
+
+def serving_pid(server, connection, workers, timeout=10):
+    """The worker that holds the server's end of `connection` (an open http.client one), once one
+    has accepted it: /proc/net/tcp names the socket's inode by its two ports, /proc/PID/fd the
+    process that has it open."""
+    client_port = connection.sock.getsockname()[1]
+    deadline = time.monotonic() + timeout
+    while True:
+        inodes = set()
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            ports = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+            if ports == (server.port, client_port):
+                inodes.add(f"socket:[{fields[9]}]")
+        holders = set()
+        for pid in workers:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                try:
+                    if os.readlink(fd) in inodes:
+                        holders.add(pid)
+                except OSError:
+                    pass  # closed meanwhile
+        if holders or time.monotonic() > deadline:
+            [pid] = holders
+            return pid
+        time.sleep(0.02)  # still in the listening socket's queue
+
+
+def connections_to_each_worker(server, workers, timeout=30):
+    """{worker pid: [open connections it accepted]}, at least one each: fresh connections are opened
+    until every worker has accepted some (which one accepts a connection is up to the kernel)."""
+    held = {pid: [] for pid in workers}
+    deadline = time.monotonic() + timeout
+    while not all(held.values()):
+        assert time.monotonic() < deadline, f"a worker accepted no connection: {held}"
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        connection.connect()
+        held[serving_pid(server, connection, workers)].append(connection)
+        time.sleep(0.05)
+    return held
+
+
+def test_the_workers_of_one_server_share_a_keys_budget(database_path, issue_key):
+    """memory:// counts through the file gunicorn.conf.py maps into every worker: exactly the limit,
+    whichever worker serves."""
+    key = issue_key(ADMIN_WALLET, "Admin")
+    server = LiveServer(f"sqlite:///{database_path}", workers=2, env={"IDENTITY_RATELIMIT_READ": "20/minute"}).start()
+    try:
+        deadline = time.monotonic() + 20  # the first worker answers while the second still boots
+        while len(workers := worker_pids(server)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(workers) == 2
+        held = connections_to_each_worker(server, workers)
+        first, second = sorted(held)
+        answers = []  # (status, X-RateLimit-Remaining, worker pid), the workers taking turns
+        for turn in range(32):
+            pid = (first, second)[turn % 2]
+            connection = held[pid][turn // 2 % len(held[pid])]
+            connection.request("GET", "/identity/x", headers={"x-api-key": key})
+            response = connection.getresponse()
+            response.read()
+            answers.append((response.status, response.headers["X-RateLimit-Remaining"], pid))
+            assert serving_pid(server, connection, workers) == pid  # the same connection, still there
+        for connections in held.values():
+            for connection in connections:
+                connection.close()
+    finally:
+        server.stop()
+    # One budget of 20 for both: 10 answers from each, counted down across them, then refusals from each.
+    assert [status for status, _, _ in answers] == [404] * 20 + [429] * 12
+    assert [remaining for _, remaining, _ in answers[:20]] == [str(left) for left in range(19, -1, -1)]
+    assert {pid for _, _, pid in answers[20:]} == workers
 
 
 REDIS_URL = os.environ.get("IDENTITY_TEST_REDIS_URL")

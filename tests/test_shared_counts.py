@@ -1,0 +1,153 @@
+"""Rate-limit counts in a mapped file, shared by processes (identity/shared_counts.py)."""
+
+import multiprocessing
+import os
+import threading
+import time
+
+import pytest
+from limits import parse
+from limits.strategies import FixedWindowRateLimiter
+
+from identity.limits import COUNTS_FILE_VARIABLE, RateLimits, WindowCounts
+from identity.shared_counts import PROBE, SLOT, SLOTS, SharedWindowCounts, create_counts_file
+
+CONFIG = {"IDENTITY_RATELIMIT_READ": "3/minute", "IDENTITY_RATELIMIT_CREATE": "3/minute",
+          "IDENTITY_RATELIMIT_STORAGE": "memory://"}
+
+
+@pytest.fixture
+def counts_file(tmp_path):
+    path = tmp_path / "counts"
+    create_counts_file(path)
+    return path
+
+
+@pytest.fixture
+def counts(counts_file):
+    storage = SharedWindowCounts(counts_file)
+    yield storage
+    storage.close()
+
+
+@pytest.fixture
+def one_run(tmp_path):
+    """A table of a single run of slots: every name competes for the same PROBE slots."""
+    path = tmp_path / "small"
+    create_counts_file(path, slots=PROBE)
+    storage = SharedWindowCounts(path)
+    yield storage
+    storage.close()
+
+
+def test_the_default_table_is_512_kib_of_empty_slots(counts_file, counts):
+    assert os.path.getsize(counts_file) == SLOTS * SLOT.size == 512 * 1024
+    assert counts.get("anything") == 0
+    assert counts.get_expiry("anything") == pytest.approx(time.time(), abs=1)
+
+
+def test_a_count_adds_up_within_its_window_and_says_when_it_ends(counts):
+    before = time.time()
+    assert [counts.incr("a", 60) for _ in range(3)] == [1, 2, 3]
+    assert counts.incr("a", 60, amount=5) == 8
+    assert counts.get("a") == 8 and counts.get("b") == 0
+    assert before + 60 <= counts.get_expiry("a") <= time.time() + 60
+
+
+def test_a_count_starts_over_when_its_window_is_over(counts):
+    assert counts.incr("a", 0.2) == 1
+    assert counts.incr("a", 0.2) == 2
+    time.sleep(0.25)
+    assert counts.get("a") == 0
+    assert counts.incr("a", 60) == 1
+    assert counts.get_expiry("a") > time.time() + 59
+
+
+def test_slots_whose_windows_are_over_are_taken_again(one_run):
+    for name in range(PROBE):
+        one_run.incr(f"old {name}", 0.2)
+    time.sleep(0.25)
+    # Every slot of the run held a window, now over: new names take them, and count from one.
+    for name in range(PROBE):
+        assert one_run.incr(f"new {name}", 60) == 1
+        assert one_run.incr(f"new {name}", 60) == 2
+    assert all(one_run.get(f"new {name}") == 2 for name in range(PROBE))
+    assert all(one_run.get(f"old {name}") == 0 for name in range(PROBE))
+
+
+def test_when_every_slot_is_live_the_window_that_ends_first_gives_way(one_run):
+    for name in range(PROBE):
+        one_run.incr(f"key {name}", 60 + name, amount=10)
+    assert one_run.incr("newcomer", 60) == 1
+    # key 0's window ended first: its count starts over; every other count is kept.
+    assert one_run.get("key 0") == 0
+    assert [one_run.get(f"key {name}") for name in range(1, PROBE)] == [10] * (PROBE - 1)
+    assert one_run.incr("newcomer", 60) == 2
+
+
+def test_clear_and_reset(counts):
+    counts.incr("a", 60)
+    counts.incr("b", 60)
+    counts.clear("a")
+    assert (counts.get("a"), counts.get("b")) == (0, 1)
+    assert counts.reset() == 1
+    assert counts.get("b") == 0
+    assert counts.check()
+
+
+def test_a_file_that_is_no_table_is_refused(tmp_path):
+    path = tmp_path / "other"
+    path.write_bytes(b"not a table")
+    with pytest.raises(ValueError, match="not a table of rate-limit counts"):
+        SharedWindowCounts(path)
+
+
+def test_limits_counts_through_it(counts):
+    limiter = FixedWindowRateLimiter(counts)
+    item = parse("3/minute")
+    assert [limiter.hit(item, "identity", "key-1", "read") for _ in range(4)] == [True, True, True, False]
+    stats = limiter.get_window_stats(item, "identity", "key-1", "read")
+    assert stats.remaining == 0 and stats.reset_time > time.time() + 50
+    assert limiter.get_window_stats(item, "identity", "key-2", "read").remaining == 3
+
+
+def add(path, key, times):
+    storage = SharedWindowCounts(path)  # as a worker does: its own mapping of the master's file
+    for _ in range(times):
+        storage.incr(key, 60)
+
+
+def test_two_processes_adding_to_one_count_at_once_lose_nothing(counts_file, counts):
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=add, args=(counts_file, "shared", 20_000)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    for _ in range(5_000):  # and this process too, through the mapping it made before the fork
+        counts.incr("shared", 60)
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert counts.get("shared") == 45_000
+
+
+def test_threads_adding_to_one_count_at_once_lose_nothing(counts):
+    threads = [threading.Thread(target=lambda: [counts.incr("shared", 60) for _ in range(5_000)]) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counts.get("shared") == 20_000
+
+
+def test_rate_limits_count_in_the_file_gunicorn_conf_names(counts_file, monkeypatch):
+    monkeypatch.setenv(COUNTS_FILE_VARIABLE, str(counts_file))
+    first, second = RateLimits(CONFIG), RateLimits(CONFIG)  # two workers' views of one file
+    assert isinstance(first.local.storage, SharedWindowCounts)
+    assert [first.spend("read", "key-1").remaining, second.spend("read", "key-1").remaining] == [2, 1]
+    assert first.spend("read", "key-1").remaining == 0
+    assert not second.spend("read", "key-1").allowed
+
+
+def test_without_the_file_rate_limits_count_in_the_process(monkeypatch):
+    monkeypatch.delenv(COUNTS_FILE_VARIABLE, raising=False)
+    assert isinstance(RateLimits(CONFIG).local.storage, WindowCounts)

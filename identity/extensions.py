@@ -1,11 +1,14 @@
 """The Flask extensions, created unbound so the factory can bind them to any app, and the one way the
 service takes the database's write lock."""
 
+import time
 from contextlib import contextmanager
 
+from flask import current_app
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase
 
 
@@ -72,13 +75,51 @@ def write_transaction(wait=True):
     # not be waited for by a transaction of this very request, and a begun connection takes no options.
     if session.in_transaction():
         session.commit()
-    session.connection(execution_options={WRITE: True, NO_WAIT: not wait})
+    if wait and session.get_bind().dialect.name == "sqlite":
+        _wait_for_the_write_lock(session)
+    else:
+        session.connection(execution_options={WRITE: True, NO_WAIT: not wait})
     try:
         yield session
         session.commit()
     except BaseException:
         session.rollback()
         raise
+
+
+# How long a writer that found SQLite's write lock taken pauses before it asks again: doubling from
+# the first figure up to the second, in seconds.
+LOCK_PAUSES = (0.0002, 0.004)
+SQLITE_BUSY = 5  # the primary result code of "database is locked" (an extended code has it in its low byte)
+
+
+def _wait_for_the_write_lock(session):
+    """Take SQLite's write lock for `session`, waiting while another connection holds it, for up to
+    the busy timeout (then the OperationalError "database is locked", a 503, as before).
+
+    SQLite's own wait (its busy handler) sleeps inside the C call, in steps of 1 to 100 ms: under
+    gevent the whole worker stops meanwhile, every other request it holds included, and a lock
+    freed after a millisecond is seen only when the sleep ends. Asked without a wait (NO_WAIT) and
+    paused here with time.sleep, which gevent makes cooperative, the worker serves its other
+    requests while this one waits, and the lock is taken within LOCK_PAUSES[1] of its release.
+    """
+    deadline = time.monotonic() + current_app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"] / 1000
+    pause = LOCK_PAUSES[0]
+    while True:
+        try:
+            session.connection(execution_options={WRITE: True, NO_WAIT: True})
+            return
+        except OperationalError as error:
+            session.rollback()
+            if not _locked(error) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, LOCK_PAUSES[1])
+
+
+def _locked(error):
+    """Whether `error` is SQLite's SQLITE_BUSY (another connection holds the lock)."""
+    return getattr(error.orig, "sqlite_errorcode", None) is not None and error.orig.sqlite_errorcode & 0xFF == SQLITE_BUSY
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 import sys
 import time
 
@@ -57,6 +58,42 @@ def test_a_keys_first_read_answers_within_a_second_while_another_process_holds_t
     assert elapsed < 1.0
     warnings = [line for line in log_lines(server.stderr()) if line["level"] == "WARNING"]
     assert any("last_login" in line["message"] and "locked" in line["message"] for line in warnings), warnings
+
+
+def test_a_create_waiting_for_the_write_lock_leaves_its_worker_answering_reads(database_path, tmp_path):
+    # One gevent worker: the GET can only be answered by the worker whose POST is waiting for the lock.
+    database_url = f"sqlite:///{database_path}"
+    admin = issue(database_url, ADMIN_WALLET, "Admin")
+    server = LiveServer(database_url, workers=1, output_dir=tmp_path).start()
+    locker = None
+    try:
+        created = requests.post(
+            server.url + "/identity", json={"display_name": "Read meanwhile"}, headers={"x-api-key": admin}, timeout=10
+        )
+        assert created.status_code == 201
+        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(database_path)], stdout=subprocess.PIPE, text=True)
+        assert locker.stdout.readline().strip() == "locked"
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            waiting = pool.submit(
+                requests.post, server.url + "/identity", json={"display_name": "Waits for the lock"},
+                headers={"x-api-key": admin}, timeout=15,
+            )
+            time.sleep(0.5)  # the create is waiting for the lock by now
+            assert not waiting.done()
+            started = time.monotonic()
+            read = requests.get(f"{server.url}/identity/{created.json()['identity_id']}", headers={"x-api-key": admin}, timeout=15)
+            elapsed = time.monotonic() - started
+            locker.kill()  # the other process's write ends: the lock is free
+            locker.wait(timeout=10)
+            written = waiting.result(timeout=15)
+    finally:
+        if locker and locker.poll() is None:
+            locker.kill()
+            locker.wait(timeout=10)
+        server.stop()
+    assert read.status_code == 200
+    assert elapsed < 1.0  # SQLite's own busy handler would have held the worker for the whole wait
+    assert written.status_code == 201, written.text
 
 
 @pytest.mark.sqlite_only

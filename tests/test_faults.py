@@ -2,9 +2,9 @@
 
 import json
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests

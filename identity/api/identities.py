@@ -28,6 +28,7 @@ from .base import (
     LOCATION,
     NOT_FOUND,
     alias,
+    answer,
     blp,
     operation,
     problem,
@@ -42,7 +43,7 @@ from .base import (
 @conditional
 @operation("getIdentity", parameters=[IF_NONE_MATCH])
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
-@blp.alt_response(304, description="If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
+@answer(304, "If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
 @shared_problems
 @problem(404, NOT_FOUND)
 @problem(410, **GONE)
@@ -68,7 +69,7 @@ def get_identity(identity_id):
     example=CONTENT_EXAMPLE,
     headers={"ETag": ETAG, "Cache-Control": ETAG_HEADERS["Cache-Control"]},
 )
-@blp.alt_response(304, description="If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
+@answer(304, "If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
 @shared_problems
 @problem(404, NOT_FOUND)
 @problem(410, **GONE)

@@ -48,8 +48,8 @@ def _body_problems(view):
 @blp.route("/webhooks", methods=["POST"], endpoint="create_webhook")
 @auth.login_required(role="Admin")
 @limits.creates
-@_common
 @operation("createWebhook")
+@_common
 @blp.arguments(WebhookCreateSchema, example={"url": WEBHOOK_EXAMPLE["url"], "description": "Search index"})
 @blp.response(201, WebhookCreatedSchema, example=WEBHOOK_CREATED_EXAMPLE)
 @_body_problems
@@ -62,8 +62,8 @@ def create_webhook(fields):
 @blp.route("/webhooks", endpoint="list_webhooks")
 @auth.login_required(role="Admin")
 @limits.reads
-@_common
 @operation("listWebhooks")
+@_common
 @blp.response(200, WebhookListSchema, example={"data": [WEBHOOK_EXAMPLE]})
 def list_webhooks():
     """List the webhooks, without their secrets (Admin keys only)."""
@@ -73,8 +73,8 @@ def list_webhooks():
 @blp.route("/webhooks/<uuid:webhook_id>", endpoint="get_webhook", parameters=[WEBHOOK_ID])
 @auth.login_required(role="Admin")
 @limits.reads
-@_common
 @operation("getWebhook")
+@_common
 @blp.response(200, WebhookSchema, example=WEBHOOK_EXAMPLE)
 @problem(404, WebhookNotFound.DETAIL)
 def get_webhook(webhook_id):
@@ -85,8 +85,8 @@ def get_webhook(webhook_id):
 @blp.route("/webhooks/<uuid:webhook_id>", methods=["PATCH"], endpoint="update_webhook", parameters=[WEBHOOK_ID])
 @auth.login_required(role="Admin")
 @limits.creates
-@_common
 @operation("updateWebhook")
+@_common
 @blp.arguments(WebhookPatchSchema, example={"active": True})
 @blp.response(200, WebhookSchema, example=WEBHOOK_EXAMPLE)
 @_body_problems
@@ -100,8 +100,8 @@ def update_webhook(changes, webhook_id):
 @blp.route("/webhooks/<uuid:webhook_id>", methods=["DELETE"], endpoint="delete_webhook", parameters=[WEBHOOK_ID])
 @auth.login_required(role="Admin")
 @limits.creates
-@_common
 @operation("deleteWebhook")
+@_common
 @blp.response(204, description="Removed; nothing more is delivered to it.")
 @problem(404, WebhookNotFound.DETAIL)
 def delete_webhook(webhook_id):
@@ -112,8 +112,8 @@ def delete_webhook(webhook_id):
 @blp.route("/webhooks/<uuid:webhook_id>/deliveries", endpoint="list_webhook_deliveries", parameters=[WEBHOOK_ID])
 @auth.login_required(role="Admin")
 @limits.reads
-@_common
 @operation("listWebhookDeliveries")
+@_common
 @blp.response(200, DeliveryListSchema, example={"data": DELIVERY_EXAMPLES})
 @problem(404, WebhookNotFound.DETAIL)
 def list_webhook_deliveries(webhook_id):

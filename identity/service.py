@@ -86,18 +86,25 @@ def get_identity_row(identity_id):
         connection = engine.raw_connection()
     except engine.dialect.loaded_dbapi.Error as error:
         raise DBAPIError.instance(sql, arguments, error, engine.dialect.loaded_dbapi.Error) from error
+    # SQLite's connections are in autocommit already (tune_sqlite); a server's is put in it for the
+    # statement, so that no transaction is begun, and none is rolled back when it goes back to the pool.
+    autocommit = engine.dialect.name != "sqlite"
     try:
+        if autocommit:
+            engine.dialect.set_isolation_level(connection.dbapi_connection, "AUTOCOMMIT")
         cursor = connection.cursor()
         try:
             cursor.execute(sql, arguments)
             return cursor.fetchone()
         finally:
             cursor.close()
+            if autocommit:
+                engine.dialect.reset_isolation_level(connection.dbapi_connection)
     except engine.dialect.loaded_dbapi.Error as error:
         connection.invalidate()  # whatever broke, the next request gets a fresh connection
         raise DBAPIError.instance(sql, arguments, error, engine.dialect.loaded_dbapi.Error) from error
     finally:
-        connection.close()  # back to the pool, which rolls back whatever the driver began
+        connection.close()  # back to the pool
 
 
 def get_identity_rows(identity_id):

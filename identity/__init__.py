@@ -18,7 +18,7 @@ def create_app(config=None):
     from .cli import backup, check_database, copy_database, identities, keys, webhooks
     from .config import database_url, engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
-    from .extensions import db, migrate, tune_sqlite
+    from .extensions import db, migrate, tune_sqlite, wait_for_writes_in_turn
 
     app = Flask(__name__, instance_relative_config=True)
     encoding.init_app(app)
@@ -35,6 +35,7 @@ def create_app(config=None):
     with app.app_context():
         if db.engine.dialect.name == "sqlite":
             tune_sqlite(db.engine, app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"])
+            wait_for_writes_in_turn(app)
     migrate.init_app(app, db, directory=MIGRATIONS)
 
     api = ProblemApi(app, spec_kwargs=docs.spec_kwargs())

@@ -1,6 +1,8 @@
 """The Flask extensions, created unbound so the factory can bind them to any app, and the one way the
 service takes the database's write lock."""
 
+import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 
@@ -75,10 +77,24 @@ def write_transaction(wait=True):
     # not be waited for by a transaction of this very request, and a begun connection takes no options.
     if session.in_transaction():
         session.commit()
-    if wait and session.get_bind().dialect.name == "sqlite":
-        _wait_for_the_write_lock(session)
-    else:
+    writers = current_app.extensions.get(WRITERS) if wait else None
+    if writers is None:
         session.connection(execution_options={WRITE: True, NO_WAIT: not wait})
+        yield from _committed(session)
+        return
+    # One writer of this process at a time waits for SQLite's lock and writes; the others wait here,
+    # in turn and without a cost (a gevent lock under gevent's worker, a thread lock elsewhere).
+    deadline = time.monotonic() + current_app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"] / 1000
+    if not writers.acquire(timeout=max(deadline - time.monotonic(), 0)):
+        raise OperationalError("BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked"))
+    try:
+        _wait_for_the_write_lock(session, deadline)
+        yield from _committed(session)
+    finally:
+        writers.release()
+
+
+def _committed(session):
     try:
         yield session
         session.commit()
@@ -87,15 +103,27 @@ def write_transaction(wait=True):
         raise
 
 
+# The app's lock for its writers on SQLite, in app.extensions (see wait_for_writes_in_turn).
+WRITERS = "identity_sqlite_writers"
+
+
+def wait_for_writes_in_turn(app):
+    """Give `app` (on SQLite) the lock its writers take in turn: made here, in the process that
+    serves, so that under gevent's worker it is gevent's (the module is imported before gevent
+    patches threading)."""
+    app.extensions[WRITERS] = threading.RLock()
+
+
 # How long a writer that found SQLite's write lock taken pauses before it asks again: doubling from
 # the first figure up to the second, in seconds.
 LOCK_PAUSES = (0.0002, 0.004)
 SQLITE_BUSY = 5  # the primary result code of "database is locked" (an extended code has it in its low byte)
 
 
-def _wait_for_the_write_lock(session):
+def _wait_for_the_write_lock(session, deadline):
     """Take SQLite's write lock for `session`, waiting while another connection holds it, for up to
-    the busy timeout (then the OperationalError "database is locked", a 503, as before).
+    `deadline` (time.monotonic(); the busy timeout: then the OperationalError "database is locked",
+    a 503, as before).
 
     SQLite's own wait (its busy handler) sleeps inside the C call, in steps of 1 to 100 ms: under
     gevent the whole worker stops meanwhile, every other request it holds included, and a lock
@@ -103,7 +131,6 @@ def _wait_for_the_write_lock(session):
     paused here with time.sleep, which gevent makes cooperative, the worker serves its other
     requests while this one waits, and the lock is taken within LOCK_PAUSES[1] of its release.
     """
-    deadline = time.monotonic() + current_app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"] / 1000
     pause = LOCK_PAUSES[0]
     while True:
         try:

@@ -23,6 +23,13 @@ LOCKER = (
 )
 
 
+def hold_the_write_lock(database_path):
+    """Another process holding SQLite's write lock until it is killed."""
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(database_path)], stdout=subprocess.PIPE, text=True)
+    assert locker.stdout.readline().strip() == "locked"
+    return locker
+
+
 def issue(database_url, wallet, role):
     return flask_cli(database_url, "keys", "create", "--wallet", wallet, "--role", role).strip().splitlines()[-1]
 
@@ -41,8 +48,7 @@ def test_a_keys_first_read_answers_within_a_second_while_another_process_holds_t
             server.url + "/identity", json={"display_name": "Locked out"}, headers={"x-api-key": admin}, timeout=10
         )
         assert created.status_code == 201
-        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(database_path)], stdout=subprocess.PIPE, text=True)
-        assert locker.stdout.readline().strip() == "locked"
+        locker = hold_the_write_lock(database_path)
         started = time.monotonic()
         # The reader's key has never been used: its last_login is due, and cannot be written now.
         response = requests.get(
@@ -71,8 +77,7 @@ def test_a_create_waiting_for_the_write_lock_leaves_its_worker_answering_reads(d
             server.url + "/identity", json={"display_name": "Read meanwhile"}, headers={"x-api-key": admin}, timeout=10
         )
         assert created.status_code == 201
-        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(database_path)], stdout=subprocess.PIPE, text=True)
-        assert locker.stdout.readline().strip() == "locked"
+        locker = hold_the_write_lock(database_path)
         with ThreadPoolExecutor(max_workers=1) as pool:
             waiting = pool.submit(
                 requests.post, server.url + "/identity", json={"display_name": "Waits for the lock"},

@@ -9,6 +9,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import orjson
 import rfc8785
 from eth_hash.auto import keccak
 
@@ -85,8 +86,17 @@ def content_of(fields: Mapping[str, object]) -> dict[str, str]:
 
 def canonical_bytes(content: Mapping[str, str]) -> bytes:
     """Return the RFC 8785 (JCS) UTF-8 serialization of content."""
-    # rfc8785 accepts only a real dict, not any Mapping.
-    return rfc8785.dumps(dict(content))
+    content = dict(content)  # rfc8785 accepts only a real dict, not any Mapping
+    if all(_is_plain(key) and _is_plain(value) for key, value in content.items()):
+        # For printable ASCII, JCS is what orjson writes with sorted keys: keys in code point order,
+        # only " and \ escaped, no white space. orjson does it in C, 30 times faster (an import
+        # canonicalizes every line).
+        return orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+    return rfc8785.dumps(content)
+
+
+def _is_plain(value: object) -> bool:
+    return type(value) is str and value.isascii() and value.isprintable()
 
 
 def content_id_of(data: bytes) -> str:

@@ -11,7 +11,8 @@ visible), and only then draws its number: numbers are drawn in commit order. The
 the last statement before COMMIT, so it is held for one INSERT and the commit.
 """
 
-from sqlalchemy import BigInteger, func, insert, literal_column, select, text
+import orjson
+from sqlalchemy import ARRAY, BigInteger, String, bindparam, func, insert, literal, literal_column, select, text
 
 from . import content
 from .extensions import db
@@ -41,16 +42,26 @@ def record_changed(session, identity_id, wallet, changes, at=None):
     _append(session, identity_id, wallet, CHANGED, changes, at)
 
 
-def record_created_many(session, identity_ids, wallet, at):
-    """Append a `created` entry for each of `identity_ids`, in that order, in one statement (an import)."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(_LOCK, {})
-    entries = [{"identity_id": identity_id, "at": at, "wallet": wallet, "kind": CREATED, "fields": None} for identity_id in identity_ids]
-    session.execute(_INSERT, entries)
+def record_created_many(connection, identity_ids, wallet, at):
+    """Append a `created` entry for each of `identity_ids`, in that order, in `connection`'s (write)
+    transaction: one statement, whatever their number (an import)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(_LOCK, {})
+        ids = func.unnest(bindparam("ids", type_=ARRAY(String))).table_valued("value", with_ordinality="n")
+        order = ids.c.n
+    else:
+        ids = func.json_each(bindparam("ids")).table_valued("key", "value")
+        order = ids.c.key
+        identity_ids = orjson.dumps(identity_ids).decode()
+    entries = select(ids.c.value, literal(at, _CHANGES.c.at.type), literal(wallet, String), literal(CREATED, String))
+    connection.execute(
+        insert(_CHANGES).from_select(["identity_id", "at", "wallet", "kind"], entries.order_by(order)), {"ids": identity_ids},
+    )
 
 
+_CHANGES = Change.__table__
 _LOCK = select(func.pg_advisory_xact_lock(literal_column(str(FEED_LOCK), BigInteger)))
-_INSERT = insert(Change.__table__)
+_INSERT = insert(_CHANGES)
 # NOTIFY is queued with the transaction and sent at its commit, never for one rolled back; PostgreSQL
 # folds the notifications of one transaction into one.
 _NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")

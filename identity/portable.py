@@ -8,8 +8,11 @@ refused by its number and nothing of it is written. Lines are written in batches
 each, so a long import keeps what it committed when it is stopped.
 """
 
+import functools
 import os
+import queue
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,15 +24,21 @@ from marshmallow import ValidationError
 from sqlalchemy import String, Text, cast, func, select, text, type_coerce
 
 from . import content, history
-from .extensions import db, write_transaction
+from .extensions import WRITE, db
 from .lines import load_common
 from .models import new_id, utcnow
 from .schemas import identity_import_schema
 from .service import IDENTITIES, USERS
 
-# Rows fetched per round trip on export, and lines written per transaction on import.
+# Rows fetched per round trip on export.
 EXPORT_BATCH = 2000
-IMPORT_BATCH = 1000
+# Lines written per transaction on import, by one statement: large enough that the costs of each
+# transaction (the full-text indexes' flush, the commit) spread thin, small enough that a batch commits
+# in about a second, since the service's own writes wait for it.
+IMPORT_BATCH = 10_000
+# Rows inserted by one statement. SQLite journals each page a statement changes once per statement,
+# where one statement per row journaled the pages of a dozen indexes for every row.
+STATEMENT_ROWS = 2000
 
 # The export's keys in the order of schemas.IdentitySchema, each with the column that holds it.
 _EXPORT_KEYS = (
@@ -164,9 +173,33 @@ class Refused(Exception):
 
 @dataclass
 class _Batch:
-    rows: list = field(default_factory=list)
+    """Lines to write in one transaction: their rows as JSON arrays of STATEMENT_ROWS rows each (text
+    is compact, so memory stays flat), with what the writer looks up, in the rows' order."""
+
+    chunks: list = field(default_factory=list)
+    sizes: list = field(default_factory=list)
+    pending: list = field(default_factory=list)
+    lines: list = field(default_factory=list)
+    identity_ids: list = field(default_factory=list)
     content_ids: set = field(default_factory=set)
     ids: set = field(default_factory=set)
+    creators: set = field(default_factory=set)
+
+    def add(self, number, row):
+        self.pending.append(row)
+        if len(self.pending) >= STATEMENT_ROWS:
+            self.close()
+        self.lines.append(number)
+        self.identity_ids.append(row[_IDENTITY_ID])
+        self.content_ids.add(row[_CONTENT_ID])
+        self.ids.add(row[_ID])
+        self.creators.add(row[_CREATOR])
+
+    def close(self):
+        if self.pending:
+            self.chunks.append(orjson.dumps(self.pending).decode())
+            self.sizes.append(len(self.pending))
+            self.pending = []
 
 
 def import_identities(lines, wallet, counts=None, on_refused=None, progress=None, batch_size=IMPORT_BATCH):
@@ -177,44 +210,57 @@ def import_identities(lines, wallet, counts=None, on_refused=None, progress=None
     identity gets a `created` entry in the change log, in the name of `wallet`. `counts` (an
     ImportCounts) is updated after each committed batch, so a caller that is interrupted knows what
     was committed. `progress(n)` is called as lines are read.
+
+    Lines are read and checked here while a thread writes the previous batch: the database does its
+    part with Python's lock released, so the two share a machine's cores.
     """
     counts = counts if counts is not None else ImportCounts()
-    batch = _Batch()
-    for number, line in enumerate(lines, 1):
-        counts.lines = number
-        if progress:
-            progress(1)
-        if not line.strip():
-            continue
-        try:
-            row = parse_line(line)
-        except Refused as refusal:
-            counts.refused += 1
-            if on_refused:
-                on_refused(number, str(refusal))
-            continue
-        if row["content_id"] in batch.content_ids:
-            counts.skipped += 1  # the same content twice in the file: the first one stands
-            continue
-        if row["id"] in batch.ids:
-            counts.refused += 1
-            if on_refused:
-                on_refused(number, f"id {row['id']} is the id of an earlier line's identity; give this line a new id")
-            continue
-        row["line"] = number
-        batch.rows.append(row)
-        batch.content_ids.add(row["content_id"])
-        batch.ids.add(row["id"])
-        if len(batch.rows) >= batch_size:
-            _write(batch.rows, wallet, counts, on_refused)
-            batch = _Batch()
-    if batch.rows:
-        _write(batch.rows, wallet, counts, on_refused)
+    report = _Report(counts, on_refused)
+    with _Writer(db.engine, wallet, report, _sqlite_cache_kib()) as writer:
+        batch = _Batch()
+        for number, line in enumerate(lines, 1):
+            counts.lines = number
+            if progress:
+                progress(1)
+            if not line.strip():
+                continue
+            try:
+                row = parse_line(line)
+            except Refused as refusal:
+                report.refused(number, str(refusal))
+                continue
+            if row[_CONTENT_ID] in batch.content_ids:
+                report.skipped()  # the same content twice in the file: the first one stands
+                continue
+            if row[_ID] in batch.ids:
+                report.refused(number, f"id {row[_ID]} is the id of an earlier line's identity; give this line a new id")
+                continue
+            batch.add(number, row)
+            if len(batch.lines) >= batch_size:
+                writer.write(batch)
+                batch = _Batch()
+        if batch.lines:
+            writer.write(batch)
     return counts
 
 
+def _sqlite_cache_kib():
+    return int(current_app.config["IDENTITY_IMPORT_CACHE_MB"]) * 1024
+
+
+# A row of an import, as parse_line returns it and the insert reads it: the identities' columns in
+# this order, the creator's wallet in place of creator_id, each value as JSON holds it (numbers of
+# 256 bits as decimal text, timestamps as the export's RFC 3339 text in UTC).
+_ROW = (
+    "id", "identity_id", "content_id", "identity_hash", "vault_id", "display_name", "description", "image",
+    "external_reference", "corpora_id", "semantic", "creator", "created_at", "updated_at", "num_positions",
+    "assets_sum", "conviction_sum", "conviction_price", "status", "is_user", "user_conviction", "user_conviction_value",
+)
+_ID, _IDENTITY_ID, _CONTENT_ID, _CREATOR = (_ROW.index(name) for name in ("id", "identity_id", "content_id", "creator"))
+
+
 def parse_line(line):
-    """The row to insert for one export line; raises Refused when the line is not a sound identity."""
+    """The row to insert for one export line (see _ROW); raises Refused when the line is not a sound identity."""
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError as error:
@@ -222,11 +268,18 @@ def parse_line(line):
     if not isinstance(data, dict):
         raise Refused("not a JSON object; each line must be one Identity object as `identities export` writes it")
     fields = load_common(data)
-    try:
-        fields = fields or identity_import_schema.load(data)
-    except ValidationError as error:
-        problems = "; ".join(f"{name}: {' '.join(map(str, _flat(messages)))}" for name, messages in error.messages.items())
-        raise Refused(f"invalid fields: {problems}") from None
+    if fields is not None:
+        # The common form spells each number and timestamp one way only, the way they are stored.
+        fields.update({name: data[name] for name in (*_UINT256, *_TIMESTAMPS)})
+    else:
+        try:
+            fields = identity_import_schema.load(data)
+        except ValidationError as error:
+            problems = "; ".join(f"{name}: {' '.join(map(str, _flat(messages)))}" for name, messages in error.messages.items())
+            raise Refused(f"invalid fields: {problems}") from None
+        fields.update({name: str(fields[name]) for name in _UINT256})
+        fields.update({name: _utc_text(fields[name]) for name in _TIMESTAMPS})
+        fields["id"] = str(fields["id"])
     stored = {name: fields[name] for name in content.CONTENT_FIELDS if fields.get(name) is not None}
     content_id = content.content_id_of(content.canonical_bytes(stored))
     parsed = content.parse_identity_id(fields["identity_id"])
@@ -238,14 +291,12 @@ def parse_line(line):
     identity_hash = content.identity_hash_of(content_id)
     if fields["identity_hash"] != identity_hash:
         raise Refused(f"identity_hash is not the hash of this content's address, which is {identity_hash}")
-    row = {name: fields.get(name) for name in content.CONTENT_FIELDS}
-    row.update(
-        {name: value for name, value in fields.items() if name not in content.CONTENT_FIELDS and name != "creator"}
-    )
-    row["id"] = str(fields["id"])
-    row["content_id"] = content_id
-    row["creator"] = fields["creator"]
-    return row
+    fields["content_id"] = content_id
+    return tuple([fields.get(name) for name in _ROW])
+
+
+def _utc_text(moment):
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def _flat(messages):
@@ -254,49 +305,165 @@ def _flat(messages):
     return messages if isinstance(messages, list) else [messages]
 
 
-def _write(rows, wallet, counts, on_refused):
+class _Report:
+    """The import's counts and refusals, kept by the reading loop and the writing thread alike."""
+
+    def __init__(self, counts, on_refused):
+        self.counts = counts
+        self.on_refused = on_refused
+        self.lock = threading.Lock()
+
+    def refused(self, number, message):
+        with self.lock:
+            self.counts.refused += 1
+            if self.on_refused:
+                self.on_refused(number, message)
+
+    def skipped(self):
+        with self.lock:
+            self.counts.skipped += 1
+
+    def committed(self, imported, skipped, taken):
+        """A batch is committed: `taken` lists (line number, id) of the lines refused for a taken id."""
+        with self.lock:
+            self.counts.imported += imported
+            self.counts.skipped += skipped
+            self.counts.refused += len(taken)
+            for number, identity_id in taken:
+                if self.on_refused:
+                    self.on_refused(number, f"id {identity_id} belongs to another identity here; give the line a new id")
+
+
+class _Writer:
+    """A thread that writes the import's batches, one transaction each, while the caller reads the next.
+
+    A batch is handed over only when the thread takes it, so at most two are in memory (the one being
+    written and the next one), and memory stays flat. Leaving the block waits for every batch to be
+    written; leaving it by an exception (Ctrl-C) lets the batch being written commit and drops the
+    rest. An error of the thread is raised in the caller.
+    """
+
+    def __init__(self, engine, wallet, report, sqlite_cache_kib):
+        self.engine, self.wallet, self.report = engine, wallet, report
+        self.sqlite_cache_kib = sqlite_cache_kib
+        self.batches = queue.Queue(maxsize=1)
+        self.taken = threading.Semaphore(0)
+        self.stopping = threading.Event()
+        self.error = None
+        self.thread = threading.Thread(target=self._run, name="identities-import-writer")
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, kind, _value, _traceback):
+        if kind is not None:
+            self.stopping.set()
+        self._put(None)
+        self.thread.join()
+        if self.error is not None and kind is None:
+            raise self.error
+
+    def write(self, batch):
+        self._put(batch)
+        while not self.taken.acquire(timeout=0.1) and self.thread.is_alive():
+            continue
+        if self.error is not None:
+            raise self.error
+
+    def _put(self, item):
+        while self.thread.is_alive():
+            try:
+                self.batches.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _run(self):
+        try:
+            with self.engine.connect() as connection:
+                if connection.dialect.name == "sqlite":
+                    # This connection's own; a large import inserts into many indexes at random places.
+                    connection.exec_driver_sql(f"PRAGMA cache_size = -{int(self.sqlite_cache_kib)}")
+                    connection.commit()
+                connection.execution_options(**{WRITE: True})
+                while (batch := self.batches.get()) is not None and not self.stopping.is_set():
+                    self.taken.release()
+                    _write(connection, batch, self.wallet, self.report)
+        except BaseException as error:  # noqa: BLE001 - raised again in the caller's thread
+            self.error = error
+
+
+def _write(connection, batch, wallet, report):
     """Insert one batch in one transaction: known content is skipped, a taken id refused."""
-    refused = []
-    with write_transaction() as session:
-        if session.get_bind().dialect.name == "sqlite":
-            # Per connection; the import's connection keeps it for the next batches.
-            cache_kib = int(current_app.config["IDENTITY_IMPORT_CACHE_MB"]) * 1024
-            session.execute(text(f"PRAGMA cache_size = -{cache_kib}"))
-        known = set(
-            session.execute(select(IDENTITIES.c.content_id).where(IDENTITIES.c.content_id.in_([r["content_id"] for r in rows]))).scalars()
-        )
-        fresh = [row for row in rows if row["content_id"] not in known]
-        taken = set(session.execute(select(IDENTITIES.c.id).where(IDENTITIES.c.id.in_([r["id"] for r in fresh]))).scalars())
-        refused = [row for row in fresh if row["id"] in taken]
-        fresh = [row for row in fresh if row["id"] not in taken]
-        users = _users_of(session, {row["creator"] for row in fresh})
-        values = [{**_columns(row), "creator_id": users[row["creator"]]} for row in fresh]
-        if values:
-            session.execute(IDENTITIES.insert(), values)
-            now = utcnow()
-            history.record_created_many(session, [row["identity_id"] for row in fresh], wallet, now)
-    counts.imported += len(fresh)
-    counts.skipped += len(rows) - len(fresh) - len(refused)
-    counts.refused += len(refused)
-    for row in refused:
-        if on_refused:
-            on_refused(row["line"], f"id {row['id']} belongs to another identity here; give the line a new id")
+    batch.close()
+    chunks, sizes, identity_ids, refused = batch.chunks, batch.sizes, batch.identity_ids, []
+    with connection.begin():
+        known = set(connection.scalars(select(IDENTITIES.c.content_id).where(IDENTITIES.c.content_id.in_(batch.content_ids))))
+        taken = set(connection.scalars(select(IDENTITIES.c.id).where(IDENTITIES.c.id.in_(batch.ids))))
+        if known or taken:
+            chunks, sizes, identity_ids, refused = _without(batch, known, taken)
+        if identity_ids:
+            _make_users(connection, batch.creators)
+            for chunk, size in zip(chunks, sizes, strict=True):
+                inserted = connection.execute(_insert_rows(connection.dialect), {"rows": chunk}).rowcount
+                if inserted != size:  # every creator was made a User above: no row may be left out
+                    raise RuntimeError(f"the import inserted {inserted} rows of a statement's {size}")
+            history.record_created_many(connection, identity_ids, wallet, utcnow())
+    report.committed(len(identity_ids), len(batch.lines) - len(identity_ids) - len(refused), refused)
 
 
-def _columns(row):
-    return {name: value for name, value in row.items() if name not in ("creator", "line")}
+def _without(batch, known, taken):
+    """The batch's chunks, their sizes and identity ids without the rows of `known` content or a
+    `taken` id, and the (line number, id) of the rows refused for a taken id."""
+    rows = [row for chunk in batch.chunks for row in orjson.loads(chunk)]
+    kept, refused = [], []
+    for row, number in zip(rows, batch.lines, strict=True):
+        if row[_CONTENT_ID] in known:
+            continue
+        if row[_ID] in taken:
+            refused.append((number, row[_ID]))
+        else:
+            kept.append(row)
+    chunks = [kept[start:start + STATEMENT_ROWS] for start in range(0, len(kept), STATEMENT_ROWS)]
+    return [orjson.dumps(chunk).decode() for chunk in chunks], list(map(len, chunks)), [row[_IDENTITY_ID] for row in kept], refused
 
 
-def _users_of(session, wallets):
-    """{wallet: user id} for `wallets`; a wallet not seen before becomes a User."""
-    if not wallets:
-        return {}
-    users = dict(session.execute(select(USERS.c.wallet, USERS.c.id).where(USERS.c.wallet.in_(wallets))).all())
-    missing = sorted(wallets - users.keys())
+@functools.cache
+def _insert_rows(dialect):
+    """INSERT ... SELECT of every row of a batch, given as one JSON array of _ROW arrays (`:rows`).
+
+    One statement for the whole batch: SQLite journals each page it changes once per statement, and
+    the database does the work with Python's lock released.
+    """
+    columns = [IDENTITIES.c["creator_id" if name == "creator" else name] for name in _ROW]
+    values = []
+    for index, column in enumerate(columns):
+        value = f"r.value ->> {index}"
+        if column.name == "creator_id":
+            value = "users.id"
+        elif dialect.name == "sqlite":
+            if column.name in _TIMESTAMPS:
+                # SQLite keeps the naive UTC text SQLAlchemy writes: 2026-01-01 00:00:00.000000.
+                value = f"substr({value}, 1, 10) || ' ' || substr({value}, 12, 15)"
+        else:
+            value = f"CAST({value} AS {column.type.compile(dialect=dialect)})"
+        values.append(value)
+    if dialect.name == "sqlite":
+        rows, order = "json_each(:rows) AS r", "r.key"
+    else:
+        rows, order = "jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS r(value, n)", "r.n"
+    return text(
+        f"INSERT INTO identities ({', '.join(column.name for column in columns)}) "
+        f"SELECT {', '.join(values)} FROM {rows} JOIN users ON users.wallet = r.value ->> {_CREATOR} ORDER BY {order}"
+    )
+
+
+def _make_users(connection, wallets):
+    """Make a User of each of `wallets` not seen before."""
+    known = set(connection.scalars(select(USERS.c.wallet).where(USERS.c.wallet.in_(wallets))))
+    missing = sorted(wallets - known)
     if missing:
         now = utcnow()
         new = [{"id": new_id(), "wallet": w, "role": "User", "created_at": now, "updated_at": now, "last_login": None} for w in missing]
-        session.execute(USERS.insert(), new)
-        users.update((user["wallet"], user["id"]) for user in new)
-    return users
-
+        connection.execute(USERS.insert(), new)

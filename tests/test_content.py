@@ -236,6 +236,22 @@ def test_canonical_bytes_accepts_any_mapping():
     assert canonical_bytes(MappingProxyType({"image": "x", "description": "y"})) == b'{"description":"y","image":"x"}'
 
 
+
+PRINTABLE_ASCII = "".join(map(chr, range(0x20, 0x7F)))
+
+
+@pytest.mark.parametrize("text", [PRINTABLE_ASCII, 'say "hi" \\ back/slash', " ", "\x7f", "\t", "é", "\u2028"])
+def test_canonical_bytes_of_any_text_are_rfc8785s(text):
+    content = {"display_name": text, "description": text[::-1], "image": "x"}
+    assert canonical_bytes(content) == rfc8785.dumps(content)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["display_name", "description", "image", "external_reference", "Zed", "é"]),
+                       st.one_of(st.text(alphabet=PRINTABLE_ASCII), st.text())))
+def test_property_canonical_bytes_are_rfc8785s(content):
+    assert canonical_bytes(content) == rfc8785.dumps(content)
+
 # --- identity ids ---------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, func, select, text
 
 from bench.portable import export_lines
-from identity import seed
+from identity import portable, seed
 from identity.extensions import db
 from identity.lines import load_common
 from identity.models import Change, Identity, User
@@ -201,19 +201,20 @@ def test_export_into_a_missing_folder_says_so(app, tmp_path):
 
 @pytest.mark.sqlite_only
 def test_ctrl_c_during_an_import_keeps_and_reports_what_was_committed(database_url):
-    """2,500 lines then a pause: the first two batches of 1,000 are committed; Ctrl-C reports them and they stay."""
+    """Two batches and a half, then a pause: the first two batches are committed; Ctrl-C reports them and they stay."""
+    batch = portable.IMPORT_BATCH
     env = {**os.environ, "DATABASE_URL": database_url}
     process = subprocess.Popen(
         [str(BIN / "flask"), "--app", "app", "identities", "import", "-"], cwd=ROOT, env=env,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=restore_ctrl_c,
     )
-    process.stdin.write(b"".join(export_lines(2500)))
+    process.stdin.write(b"".join(export_lines(2 * batch + batch // 2)))
     process.stdin.flush()
     engine = create_engine(database_url)
     try:
         while True:
             with engine.connect() as connection:
-                if connection.execute(text("SELECT count(*) FROM identities")).scalar_one() >= 2000:
+                if connection.execute(text("SELECT count(*) FROM identities")).scalar_one() >= 2 * batch:
                     break
             assert process.poll() is None, process.stderr.read().decode()
         process.send_signal(signal.SIGINT)
@@ -224,8 +225,8 @@ def test_ctrl_c_during_an_import_keeps_and_reports_what_was_committed(database_u
         engine.dispose()
     assert process.returncode == 130
     assert "Interrupted after line " in stderr.decode()
-    assert ": imported 2000, skipped 0, refused 0 (committed" in stderr.decode()
-    assert stored == 2000
+    assert f": imported {2 * batch}, skipped 0, refused 0 (committed" in stderr.decode()
+    assert stored == 2 * batch
 
 
 # VmHWM, the peak RSS of this process image: getrusage's ru_maxrss would carry over the peak of the
@@ -259,22 +260,25 @@ def peak_rss(database_url, *args, stdin=None):
 
 
 @pytest.mark.sqlite_only
-def test_memory_stays_flat_from_2000_to_20000_identities(database_url, tmp_path, report):
-    """Ten times the identities, nearly the same peak memory, for import, export and snapshot alike."""
+def test_memory_stays_flat_from_20000_to_40000_identities(database_url, tmp_path, report):
+    """Twice the identities, nearly the same peak memory, for import, export and snapshot alike (from
+    two batches of an import on, as many as it holds at once)."""
+    small_size, large_size = 2 * portable.IMPORT_BATCH, 4 * portable.IMPORT_BATCH
     small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
-    small.write_bytes(b"".join(export_lines(2000)))
-    large.write_bytes(b"".join(export_lines(18000, first=2000)))
+    small.write_bytes(b"".join(export_lines(small_size)))
+    large.write_bytes(b"".join(export_lines(large_size - small_size, first=small_size)))
     peaks = {}
-    for size, source in ((2000, small), (20000, large)):
+    for size, source in ((small_size, small), (large_size, large)):
         with source.open("rb") as stdin:
             peaks[("import", size)] = peak_rss(database_url, "identities", "import", "-", stdin=stdin)
         peaks[("export", size)] = peak_rss(database_url, "identities", "export", str(tmp_path / f"{size}.jsonl"))
         peaks[("snapshot", size)] = peak_rss(database_url, "identities", "snapshot", str(tmp_path / f"{size}.car"))
     for step in ("import", "export", "snapshot"):
-        ratio = peaks[(step, 20000)] / peaks[(step, 2000)]
-        report(f"{step}: peak RSS {peaks[(step, 2000)] // 1024} MB at 2,000, {peaks[(step, 20000)] // 1024} MB at 20,000")
-        # 18,000 more rows held in memory would add well over 15 MB (an exported line is ~900 bytes).
-        assert peaks[(step, 20000)] - peaks[(step, 2000)] < 8 * 1024, (step, ratio)
+        ratio = peaks[(step, large_size)] / peaks[(step, small_size)]
+        report(f"{step}: peak RSS {peaks[(step, small_size)] // 1024} MB at {small_size:,}, "
+               f"{peaks[(step, large_size)] // 1024} MB at {large_size:,}")
+        # 20,000 more rows held in memory would add well over 15 MB (an exported line is ~700 bytes).
+        assert peaks[(step, large_size)] - peaks[(step, small_size)] < 8 * 1024, (step, ratio)
 
 
 @pytest.mark.parametrize("command", [["import", "-"], ["export"], ["snapshot", "x.car"]])

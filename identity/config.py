@@ -89,7 +89,7 @@ def settings_from_env(environ=None):
         "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),
         "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
         # SQLite page cache of `identities import`: a large import inserts into many indexes at random places.
-        "IDENTITY_IMPORT_CACHE_MB": _positive(environ, "IDENTITY_IMPORT_CACHE_MB", 64),
+        "IDENTITY_IMPORT_CACHE_MB": _positive(environ, "IDENTITY_IMPORT_CACHE_MB", 32),
         "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
         # How long a worker trusts its last lookup of a key: the bound on a revocation made elsewhere.
         "IDENTITY_KEY_CACHE_SECONDS": _int(environ, "IDENTITY_KEY_CACHE_SECONDS", 5),

@@ -47,7 +47,7 @@ def record_created_many(connection, identity_ids, wallet, at):
     transaction: one statement, whatever their number (an import)."""
     if connection.dialect.name == "postgresql":
         connection.execute(_LOCK, {})
-        ids = func.unnest(bindparam("ids", type_=ARRAY(String))).table_valued("value", with_ordinality="n")
+        ids = func.unnest(bindparam("ids", type_=ARRAY(String))).table_valued("value", with_ordinality="n").render_derived()
         order = ids.c.n
     else:
         ids = func.json_each(bindparam("ids")).table_valued("key", "value")

@@ -399,8 +399,10 @@ def _write(connection, batch, wallet, report):
     batch.close()
     chunks, sizes, identity_ids, refused = batch.chunks, batch.sizes, batch.identity_ids, []
     with connection.begin():
-        known = set(connection.scalars(select(IDENTITIES.c.content_id).where(IDENTITIES.c.content_id.in_(batch.content_ids))))
-        taken = set(connection.scalars(select(IDENTITIES.c.id).where(IDENTITIES.c.id.in_(batch.ids))))
+        known, taken = set(), set()
+        for chunk in chunks:
+            known.update(connection.scalars(_present(connection.dialect, "content_id"), {"rows": chunk}))
+            taken.update(connection.scalars(_present(connection.dialect, "id"), {"rows": chunk}))
         if known or taken:
             chunks, sizes, identity_ids, refused = _without(batch, known, taken)
         if identity_ids:
@@ -429,6 +431,21 @@ def _without(batch, known, taken):
     return [orjson.dumps(chunk).decode() for chunk in chunks], list(map(len, chunks)), [row[_IDENTITY_ID] for row in kept], refused
 
 
+def _row_source(dialect):
+    """The FROM clause that reads `:rows`, a JSON array of _ROW arrays, as rows `r` (r.value one
+    array), and what orders them as in the array."""
+    if dialect.name == "sqlite":
+        return "json_each(:rows) AS r", "r.key"
+    return "jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS r(value, n)", "r.n"
+
+
+@functools.cache
+def _present(dialect, name):
+    """The `name` (content_id or id) of each row of `:rows` that an identity here has already."""
+    rows, _order = _row_source(dialect)
+    return text(f"SELECT i.{name} FROM {rows} JOIN identities AS i ON i.{name} = r.value ->> {_ROW.index(name)}")
+
+
 @functools.cache
 def _insert_rows(dialect):
     """INSERT ... SELECT of every row of a batch, given as one JSON array of _ROW arrays (`:rows`).
@@ -449,10 +466,7 @@ def _insert_rows(dialect):
         else:
             value = f"CAST({value} AS {column.type.compile(dialect=dialect)})"
         values.append(value)
-    if dialect.name == "sqlite":
-        rows, order = "json_each(:rows) AS r", "r.key"
-    else:
-        rows, order = "jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS r(value, n)", "r.n"
+    rows, order = _row_source(dialect)
     return text(
         f"INSERT INTO identities ({', '.join(column.name for column in columns)}) "
         f"SELECT {', '.join(values)} FROM {rows} JOIN users ON users.wallet = r.value ->> {_CREATOR} ORDER BY {order}"

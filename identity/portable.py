@@ -443,7 +443,10 @@ def _row_source(dialect):
 def _present(dialect, name):
     """The `name` (content_id or id) of each row of `:rows` that an identity here has already."""
     rows, _order = _row_source(dialect)
-    return text(f"SELECT i.{name} FROM {rows} JOIN identities AS i ON i.{name} = r.value ->> {_ROW.index(name)}")
+    # Every name in the SQL comes from this module (_ROW, _row_source), none from the input: its
+    # values are bound (:rows).
+    sql = f"SELECT i.{name} FROM {rows} JOIN identities AS i ON i.{name} = r.value ->> {_ROW.index(name)}"  # nosec B608
+    return text(sql)
 
 
 @functools.cache
@@ -467,10 +470,10 @@ def _insert_rows(dialect):
             value = f"CAST({value} AS {column.type.compile(dialect=dialect)})"
         values.append(value)
     rows, order = _row_source(dialect)
-    return text(
-        f"INSERT INTO identities ({', '.join(column.name for column in columns)}) "
-        f"SELECT {', '.join(values)} FROM {rows} JOIN users ON users.wallet = r.value ->> {_CREATOR} ORDER BY {order}"
-    )
+    # As in _present: the table's own column names and this module's expressions; the rows are bound.
+    names = ", ".join(column.name for column in columns)
+    sql = f"INSERT INTO identities ({names}) SELECT {', '.join(values)} FROM {rows} JOIN users ON users.wallet = r.value ->> {_CREATOR} ORDER BY {order}"  # nosec B608
+    return text(sql)
 
 
 def _make_users(connection, wallets):

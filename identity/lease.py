@@ -41,6 +41,10 @@ def take(name, holder, ttl):
 
 
 def release(name, holder):
-    """Give the lease up at once, if `holder` holds it, so that another need not wait for it to expire."""
-    with write_transaction(wait=False) as session:
+    """Give the lease up at once, if `holder` holds it, so that another need not wait for it to expire.
+
+    It waits for the write lock as any writer does: when a server stops, its workers give their leases
+    up at the same moment, and one that did not wait found the lock taken by its sibling's release.
+    """
+    with write_transaction() as session:
         session.execute(delete(_LEASES).where(_LEASES.c.name == name, _LEASES.c.holder == holder))

@@ -13,6 +13,8 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase
 
+from .faults import SQLITE_BUSY, sqlite_code
+
 
 class Base(DeclarativeBase):
     pass
@@ -117,7 +119,6 @@ def wait_for_writes_in_turn(app):
 # How long a writer that found SQLite's write lock taken pauses before it asks again: doubling from
 # the first figure up to the second, in seconds.
 LOCK_PAUSES = (0.0002, 0.004)
-SQLITE_BUSY = 5  # the primary result code of "database is locked" (an extended code has it in its low byte)
 
 
 def _wait_for_the_write_lock(session, deadline):
@@ -138,15 +139,12 @@ def _wait_for_the_write_lock(session, deadline):
             return
         except OperationalError as error:
             session.rollback()
-            if not _locked(error) or time.monotonic() + pause > deadline:
+            if sqlite_code(error) != SQLITE_BUSY or time.monotonic() + pause > deadline:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, LOCK_PAUSES[1])
 
 
-def _locked(error):
-    """Whether `error` is SQLite's SQLITE_BUSY (another connection holds the lock)."""
-    return getattr(error.orig, "sqlite_errorcode", None) is not None and error.orig.sqlite_errorcode & 0xFF == SQLITE_BUSY
 
 
 @contextmanager

@@ -23,13 +23,22 @@ _POSTGRES_CAUSES = {
 _POSTGRES_CLASSES = {"08": "connection lost or refused", "53": "server out of resources", "57": "server shutting down"}
 
 
+SQLITE_BUSY = 5
+
+
+def sqlite_code(error):
+    """SQLite's primary result code of `error` (a driver error, or SQLAlchemy's wrapping one), or None."""
+    code = getattr(getattr(error, "orig", None) or error, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
 def cause(error):
     """A short phrase naming the cause of a database error (an SQLAlchemy DBAPIError or a driver error)."""
     original = getattr(error, "orig", None) or error
     if isinstance(original, sqlite3.Error):
-        code = getattr(original, "sqlite_errorcode", None)
-        if code is not None and code & 0xFF in _SQLITE_CAUSES:
-            return _SQLITE_CAUSES[code & 0xFF]
+        code = sqlite_code(original)
+        if code in _SQLITE_CAUSES:
+            return _SQLITE_CAUSES[code]
         return f"{getattr(original, 'sqlite_errorname', None) or type(original).__name__}: {original}"
     sqlstate = getattr(original, "sqlstate", None)
     if sqlstate:

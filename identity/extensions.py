@@ -65,6 +65,20 @@ def tune_sqlite(engine, busy_timeout_ms):
             return  # one statement is its own transaction: a BEGIN and a ROLLBACK would only add round trips
         connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE) else "BEGIN")
 
+    @event.listens_for(engine, "checkin")
+    def on_checkin(dbapi_connection, record):
+        # A connection goes back to the pool with its own busy timeout: the next to check it out (a
+        # GET's one statement, which begins nothing) waits as long as any other.
+        if dbapi_connection is not None and record.info.get(NO_WAIT, int(busy_timeout_ms)) != int(busy_timeout_ms):
+            try:
+                cursor = dbapi_connection.cursor()
+                cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                cursor.close()
+            except engine.dialect.loaded_dbapi.Error as error:
+                record.invalidate(error)  # the pool opens a fresh one, with every setting, when next asked
+            else:
+                record.info[NO_WAIT] = int(busy_timeout_ms)
+
 
 @contextmanager
 def write_transaction(wait=True):

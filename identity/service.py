@@ -5,9 +5,8 @@ import uuid
 from datetime import timedelta
 
 from flask import current_app
-from sqlalchemy import and_, bindparam, or_, select, type_coerce, update
+from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.types import NullType
 
 from . import content, history
 from .auth import forget_keys
@@ -35,10 +34,6 @@ IDENTITIES_WITH_CREATOR = select(IDENTITIES, *(column.label(_CREATOR + column.ke
     IDENTITIES, USERS, IDENTITIES.c.creator_id == USERS.c.id
 )
 _IDENTITY_BY_ID = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id == bindparam("identity_id"))
-# The same columns again as the driver gives them (NullType converts nothing): a row and its typed twin.
-_IDENTITY_BY_ID_TWICE = _IDENTITY_BY_ID.add_columns(
-    *(type_coerce(column, NullType()).label(f"raw__{number}") for number, column in enumerate(_IDENTITY_BY_ID.selected_columns))
-)
 _IDENTITY_OF_CONTENT = select(IDENTITIES.c.identity_id).where(IDENTITIES.c.content_id == bindparam("content_id"))
 _USER_OF_WALLET = select(USERS).where(USERS.c.wallet == bindparam("wallet"))
 
@@ -68,56 +63,68 @@ def get_identity(identity_id):
 
 def get_identity_row(identity_id):
     """The row of IDENTITIES_WITH_CREATOR with this identity_id as the driver gives it (a tuple, its
-    values not converted to the models' types), or None: the one statement of a GET.
+    values not converted to the models' types), and how to convert it (typed_row); or None: the one
+    statement of a GET.
 
     A read of one statement needs none of a Connection's work (a transaction, result processing): it
     goes on a pooled DBAPI connection, Engine.raw_connection(), as SQLAlchemy offers for "special
     situations when the API provided by Connection is not needed". The row serves to tell a 404 and
-    a 410, and as the key of the identity's body (identity.representation), which get_identity_rows
-    gives in the models' types when it is not known yet. A driver's error reaches the app's error
-    handlers as SQLAlchemy's would (a 503 for a database that does not answer).
+    a 410, and as the key of the identity's body (identity.representation), which typed_row gives in
+    the models' types when it is not known yet. A driver's error reaches the app's error handlers as
+    SQLAlchemy's would (a 503 for a database that does not answer).
     """
     if not content.has_identity_id_form(identity_id):
         return None
     engine = db.engine
-    sql, parameters = _raw_statement(engine.dialect)
+    dialect = engine.dialect
+    sql, parameters = _raw_statement(dialect)
     arguments = parameters(identity_id)
     try:
         connection = engine.raw_connection()
-    except engine.dialect.loaded_dbapi.Error as error:
-        raise DBAPIError.instance(sql, arguments, error, engine.dialect.loaded_dbapi.Error) from error
+    except dialect.loaded_dbapi.Error as error:
+        raise DBAPIError.instance(sql, arguments, error, dialect.loaded_dbapi.Error) from error
     # SQLite's connections are in autocommit already (tune_sqlite); a server's is put in it for the
     # statement, so that no transaction is begun, and none is rolled back when it goes back to the pool.
-    autocommit = engine.dialect.name != "sqlite"
+    autocommit = dialect.name != "sqlite"
     try:
         if autocommit:
-            engine.dialect.set_isolation_level(connection.dbapi_connection, "AUTOCOMMIT")
+            dialect.set_isolation_level(connection.dbapi_connection, "AUTOCOMMIT")
         cursor = connection.cursor()
         try:
             cursor.execute(sql, arguments)
-            return cursor.fetchone()
+            row = cursor.fetchone()
+            return None if row is None else (row, _converters(dialect, cursor.description))
         finally:
             cursor.close()
             if autocommit:
-                engine.dialect.reset_isolation_level(connection.dbapi_connection)
-    except engine.dialect.loaded_dbapi.Error as error:
+                dialect.reset_isolation_level(connection.dbapi_connection)
+    except dialect.loaded_dbapi.Error as error:
         connection.invalidate()  # whatever broke, the next request gets a fresh connection
-        raise DBAPIError.instance(sql, arguments, error, engine.dialect.loaded_dbapi.Error) from error
+        raise DBAPIError.instance(sql, arguments, error, dialect.loaded_dbapi.Error) from error
     finally:
         connection.close()  # back to the pool
 
 
-def get_identity_rows(identity_id):
-    """(row, typed row) of the identity with this identity_id from one statement, or None: the row as
-    get_identity_row gives it, and the same values in the models' types (see identity_record)."""
-    if not content.has_identity_id_form(identity_id):
-        return None
-    with single_read() as connection:
-        both = connection.execute(_IDENTITY_BY_ID_TWICE, {"identity_id": identity_id}).one_or_none()
-    if both is None:
-        return None
-    split = len(_IDENTITY_BY_ID.selected_columns)
-    return tuple(both[split:]), both[:split]
+def typed_row(row, converters):
+    """A row from get_identity_row in the models' types, as a Connection would have given it."""
+    return tuple(value if convert is None else convert(value) for value, convert in zip(row, converters, strict=True))
+
+
+# {(dialect, driver, the driver's type codes of the columns): each column's converter or None}
+_CONVERTERS = {}
+
+
+def _converters(dialect, description):
+    """What SQLAlchemy converts each column of _IDENTITY_BY_ID with, for this driver's result: each
+    column type's result_processor (None where the driver's value is the model's already)."""
+    codes = tuple(column[1] for column in description)
+    kind = (dialect.name, dialect.driver, codes)
+    if kind not in _CONVERTERS:
+        _CONVERTERS[kind] = tuple(
+            column.type.dialect_impl(dialect).result_processor(dialect, code)
+            for column, code in zip(_IDENTITY_BY_ID.selected_columns, codes, strict=True)
+        )
+    return _CONVERTERS[kind]
 
 
 # {(dialect, driver, paramstyle): (SQL, parameters)}: one entry for each kind of database in use.

@@ -23,7 +23,8 @@ FEED_LOCK = 0x1D3_0015
 # PostgreSQL's channel that each append notifies at its commit (identity.live listens on it).
 CHANNEL = "identity_changes"
 # The mark an append leaves in its session's `info`, so that a commit of this process can wake the
-# live feeds at once (identity.live reads it after the commit).
+# live feeds at once (identity.live reads it after the commit). An append on a Core Connection
+# (record_created) leaves none: its caller wakes them after its commit.
 APPENDED = "identity_changes_appended"
 CREATED = "created"
 CHANGED = "changed"
@@ -32,9 +33,11 @@ REDACTED_KEYS = ("seq", "identity_id", "at", "kind")
 ENTRY_KEYS = ("seq", "identity_id", "at", "wallet", "kind", "fields")
 
 
-def record_created(session, identity_id, wallet, at=None):
-    """Append the `created` entry of `identity_id`, in `session`'s (write) transaction."""
-    _append(session, identity_id, wallet, CREATED, None, at)
+def record_created(connection, identity_id, wallet, at=None):
+    """Append the `created` entry of `identity_id`, in `connection`'s (write) transaction (a Core
+    Connection: see extensions.write_connection). Once it commits, the caller wakes the live feeds
+    of this process (identity.live.wake)."""
+    _insert(connection, connection.dialect, identity_id, wallet, CREATED, None, at)
 
 
 def record_changed(session, identity_id, wallet, changes, at=None):
@@ -68,12 +71,17 @@ _NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
 
 
 def _append(session, identity_id, wallet, kind, changes, at):
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(_LOCK, {})
-        session.execute(_NOTIFY)
-    values = {"identity_id": identity_id, "at": at or utcnow(), "wallet": wallet, "kind": kind, "fields": changes}
-    session.execute(_INSERT, values)
+    _insert(session, session.get_bind().dialect, identity_id, wallet, kind, changes, at)
     session.info[APPENDED] = True
+
+
+def _insert(executor, dialect, identity_id, wallet, kind, changes, at):
+    """The statements of an append, on `executor` (a Session or a Connection) in its transaction."""
+    if dialect.name == "postgresql":
+        executor.execute(_LOCK, {})
+        executor.execute(_NOTIFY)
+    values = {"identity_id": identity_id, "at": at or utcnow(), "wallet": wallet, "kind": kind, "fields": changes}
+    executor.execute(_INSERT, values)
 
 
 def _entries():

@@ -312,12 +312,19 @@ def end_streams():
         hub.close()
 
 
-@event.listens_for(Session, "after_commit")
-def _wake_after_commit(session):
-    if session.info.pop(history.APPENDED, False) and has_app_context():
+def wake():
+    """Tell the live feeds of this process that entries of the change log have just been committed
+    here: they read them at once, before their next look at the database."""
+    if has_app_context():
         hub = current_app.extensions.get(EXTENSION)
         if hub is not None:
             hub.wake.set()
+
+
+@event.listens_for(Session, "after_commit")
+def _wake_after_commit(session):
+    if session.info.pop(history.APPENDED, False):
+        wake()
 
 
 @event.listens_for(Session, "after_rollback")

@@ -11,8 +11,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from . import content, history
 from .auth import forget_keys
 from .errors import Forbidden, IdentityExists, KeyNotFound, KeyNotLive
-from .extensions import db, single_read, write_transaction
+from .extensions import db, single_read, write_connection, write_transaction
 from .keys import new_api_key
+from .live import wake as wake_live_feeds
 from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
 from .wallets import checksum_wallet
 
@@ -174,11 +175,11 @@ def create_identity(fields, caller):
     with single_read() as connection:
         known = connection.execute(_USER_OF_WALLET, {"wallet": creator}).one_or_none()
     try:
-        with write_transaction() as session:
-            user = known._asdict() if known is not None else _user_of_wallet(session, creator, "User")
+        with write_connection() as connection:
+            user = known._asdict() if known is not None else _user_of_wallet(connection, creator, "User")
             values["creator_id"] = user["id"]
-            session.execute(IDENTITIES.insert(), values)
-            history.record_created(session, address.identity_id, caller.wallet, now)
+            connection.execute(IDENTITIES.insert(), values)
+            history.record_created(connection, address.identity_id, caller.wallet, now)
     except IntegrityError:
         # Known content: the unique content_id refused the insert, and the transaction, the creator's
         # new user included, is undone. Asking first would cost every create a round trip, under the
@@ -186,11 +187,14 @@ def create_identity(fields, caller):
         # store the same content between a check and the insert).
         _refuse_known_content(db.session, address.content_id)
         raise
+    wake_live_feeds()
     return {**values, "creator": user}
 
 
 def _user_of_wallet(session, wallet, role):
-    """The user of `wallet` (a mapping of its columns); a wallet the service has not seen becomes a user with `role`."""
+    """The user of `wallet` (a mapping of its columns); a wallet the service has not seen becomes a user with `role`.
+
+    `session`: a Session or a Core Connection, in its write transaction."""
     row = session.execute(_USER_OF_WALLET, {"wallet": wallet}).one_or_none()
     if row is not None:
         return row._asdict()

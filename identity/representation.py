@@ -22,6 +22,7 @@ from .service import IDENTITIES, get_identity_row, identity_record, typed_row
 
 # About 2 KiB each with its key: some 8 MB at most per process.
 CACHED_BODIES = 4096
+JSON_MIMETYPE = "application/json"
 _STATUS = IDENTITIES.c.keys().index("status")
 
 
@@ -43,7 +44,7 @@ def identity_response(identity_id):
 @lru_cache(maxsize=CACHED_BODIES)
 def _encoded(row, converters, json):
     """(body, ETag, media type) of the identity whose row, as the driver gives it, is `row`."""
-    # As flask-smorest's response decorator makes it: the schema's dump, then jsonify's encoding.
-    response = json.response(identity_schema.dump(identity_record(typed_row(row, converters))))
-    body = response.get_data()
-    return body, body_etag(body), response.mimetype
+    # As flask-smorest's response decorator makes it: the schema's dump, then the encoding of the app's
+    # JSON provider (jsonify's; its response() sends exactly dumps() as application/json).
+    body = json.dumps(identity_schema.dump(identity_record(typed_row(row, converters)))).encode()
+    return body, body_etag(body), JSON_MIMETYPE

@@ -3,6 +3,7 @@
 import logging
 import uuid
 from datetime import timedelta
+from operator import itemgetter
 
 from flask import current_app
 from sqlalchemy import and_, bindparam, or_, select, update
@@ -112,13 +113,14 @@ def typed_row(row, converters):
 
 
 # {(dialect, driver, the driver's type codes of the columns): each column's converter or None}
+_TYPE_CODE = itemgetter(1)  # of a column in a DBAPI cursor's description
 _CONVERTERS = {}
 
 
 def _converters(dialect, description):
     """What SQLAlchemy converts each column of _IDENTITY_BY_ID with, for this driver's result: each
     column type's result_processor (None where the driver's value is the model's already)."""
-    codes = tuple(column[1] for column in description)
+    codes = tuple(map(_TYPE_CODE, description))
     kind = (dialect.name, dialect.driver, codes)
     if kind not in _CONVERTERS:
         _CONVERTERS[kind] = tuple(

@@ -6,6 +6,21 @@ from marshmallow import Schema, fields
 from ..fields import IDENTITY_ID_PATTERN, WALLET_PATTERN, Timestamp
 
 
+class RecordSchema(Schema):
+    """A schema whose objects are mostly dicts (service.identity_record and the like).
+
+    marshmallow's accessor, for each field, tries an object's attribute, its key and dotted paths;
+    for a dict, the key alone says the same (the fields' names have no dots, and none is an attribute of
+    dict). get_attribute is the schema's documented hook for how values are pulled. A dump of an identity
+    makes 27 of these lookups; any other object goes through marshmallow's own.
+    """
+
+    def get_attribute(self, obj, attr, default):
+        if type(obj) is dict:
+            return obj.get(attr, default)
+        return super().get_attribute(obj, attr, default)
+
+
 class StatusSchema(Schema):
     status = fields.String(required=True, metadata={"enum": ["ok"]})
 
@@ -31,7 +46,7 @@ class ProblemSchema(Schema):
     request_id = fields.String(metadata={"description": "5xx only: the request id that the logs carry."})
 
 
-class UserSchema(Schema):
+class UserSchema(RecordSchema):
     id = fields.String(required=True, metadata={"format": "uuid", "description": "Opaque internal identifier."})
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)

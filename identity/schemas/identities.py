@@ -21,7 +21,7 @@ from ..fields import (
     Wallet,
     WholeNumber,
 )
-from .common import UserSchema
+from .common import RecordSchema, UserSchema
 
 STATUSES = ("pending", "complete", "removed", "error")
 
@@ -86,7 +86,7 @@ class IdentityCreateSchema(Schema):
     )
 
 
-class IdentitySchema(Schema):
+class IdentitySchema(RecordSchema):
     """Every key is always present, null where a value is absent."""
 
     id = fields.String(required=True, metadata={"format": "uuid", "description": "Opaque internal identifier."})

@@ -10,7 +10,7 @@ from flask import current_app
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import DeclarativeBase
 
 from .faults import SQLITE_BUSY, sqlite_code
@@ -59,7 +59,10 @@ def tune_sqlite(engine, busy_timeout_ms):
         # A writer that must not wait gets no busy timeout; the connection gets its own back after.
         timeout = 0 if options.get(NO_WAIT) else int(busy_timeout_ms)
         if connection.info.get(NO_WAIT, int(busy_timeout_ms)) != timeout:
-            connection.exec_driver_sql(f"PRAGMA busy_timeout = {timeout}")
+            try:
+                set_busy_timeout(connection.connection.dbapi_connection, timeout)
+            except engine.dialect.loaded_dbapi.Error as error:
+                raise DBAPIError.instance("PRAGMA busy_timeout", None, error, engine.dialect.loaded_dbapi.Error) from error
             connection.info[NO_WAIT] = timeout
         if options.get(SINGLE_READ):
             return  # one statement is its own transaction: a BEGIN and a ROLLBACK would only add round trips
@@ -71,13 +74,21 @@ def tune_sqlite(engine, busy_timeout_ms):
         # GET's one statement, which begins nothing) waits as long as any other.
         if dbapi_connection is not None and record.info.get(NO_WAIT, int(busy_timeout_ms)) != int(busy_timeout_ms):
             try:
-                cursor = dbapi_connection.cursor()
-                cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-                cursor.close()
+                set_busy_timeout(dbapi_connection, busy_timeout_ms)
             except engine.dialect.loaded_dbapi.Error as error:
                 record.invalidate(error)  # the pool opens a fresh one, with every setting, when next asked
             else:
                 record.info[NO_WAIT] = int(busy_timeout_ms)
+
+
+def set_busy_timeout(dbapi_connection, milliseconds):
+    """Set a SQLite connection's busy timeout on the DBAPI connection itself, as the connect event sets
+    its other pragmas: a setting of the connection, which needs nothing of a statement's execution."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(milliseconds)}")
+    finally:
+        cursor.close()
 
 
 @contextmanager

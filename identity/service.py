@@ -64,23 +64,30 @@ def get_identity(identity_id):
 
 
 def get_identity_row(identity_id):
-    """The row of IDENTITIES_WITH_CREATOR with this identity_id as the driver gives it (a tuple, its
-    values not converted to the models' types), and how to convert it (typed_row); or None: the one
-    statement of a GET.
+    """The row of IDENTITIES_WITH_CREATOR with this identity_id as the driver gives it, and how to
+    convert it (typed_row); or None: the one statement of a GET (see read_one).
 
-    A read of one statement needs none of a Connection's work (a transaction, result processing): it
-    goes on a pooled DBAPI connection, Engine.raw_connection(), as SQLAlchemy offers for "special
-    situations when the API provided by Connection is not needed". The row serves to tell a 404 and
-    a 410, and as the key of the identity's body (identity.representation), which typed_row gives in
-    the models' types when it is not known yet. A driver's error reaches the app's error handlers as
-    SQLAlchemy's would (a 503 for a database that does not answer).
+    The row serves to tell a 404 and a 410, and as the key of the identity's body
+    (identity.representation), which typed_row gives in the models' types when it is not known yet.
     """
     if not content.has_identity_id_form(identity_id):
         return None
+    return read_one(_IDENTITY_BY_ID, identity_id)
+
+
+def read_one(statement, value):
+    """The first row of `statement` (a select with one bound parameter, here `value`) as the driver
+    gives it (a tuple, its values not converted to the models' types), and how to convert it
+    (typed_row); or None.
+
+    A read of one statement needs none of a Connection's work (a transaction, result processing): it
+    goes on a pooled DBAPI connection, Engine.raw_connection(), as SQLAlchemy offers for "special
+    situations when the API provided by Connection is not needed". A driver's error reaches the app's
+    error handlers as SQLAlchemy's would (a 503 for a database that does not answer).
+    """
     engine = db.engine
     dialect = engine.dialect
-    sql, parameters = _raw_statement(dialect)
-    arguments = parameters(identity_id)
+    sql, arguments = _raw_statement(statement, dialect, value)
     try:
         connection = engine.raw_connection()
     except dialect.loaded_dbapi.Error as error:
@@ -95,7 +102,7 @@ def get_identity_row(identity_id):
         try:
             cursor.execute(sql, arguments)
             row = cursor.fetchone()
-            return None if row is None else (row, _converters(dialect, cursor.description))
+            return None if row is None else (row, _converters(statement, dialect, cursor.description))
         finally:
             cursor.close()
             if autocommit:
@@ -108,42 +115,42 @@ def get_identity_row(identity_id):
 
 
 def typed_row(row, converters):
-    """A row from get_identity_row in the models' types, as a Connection would have given it."""
+    """A row from read_one in the models' types, as a Connection would have given it."""
     return tuple(value if convert is None else convert(value) for value, convert in zip(row, converters, strict=True))
 
 
-# {(dialect, driver, the driver's type codes of the columns): each column's converter or None}
 _TYPE_CODE = itemgetter(1)  # of a column in a DBAPI cursor's description
+# {(statement, dialect, driver, the driver's type codes of its columns): each column's converter or None}
 _CONVERTERS = {}
 
 
-def _converters(dialect, description):
-    """What SQLAlchemy converts each column of _IDENTITY_BY_ID with, for this driver's result: each
+def _converters(statement, dialect, description):
+    """What SQLAlchemy converts each column of `statement` with, for this driver's result: each
     column type's result_processor (None where the driver's value is the model's already)."""
     codes = tuple(map(_TYPE_CODE, description))
-    kind = (dialect.name, dialect.driver, codes)
+    kind = (statement, dialect.name, dialect.driver, codes)
     if kind not in _CONVERTERS:
         _CONVERTERS[kind] = tuple(
             column.type.dialect_impl(dialect).result_processor(dialect, code)
-            for column, code in zip(_IDENTITY_BY_ID.selected_columns, codes, strict=True)
+            for column, code in zip(statement.selected_columns, codes, strict=True)
         )
     return _CONVERTERS[kind]
 
 
-# {(dialect, driver, paramstyle): (SQL, parameters)}: one entry for each kind of database in use.
+# {(statement, dialect, driver, paramstyle): (SQL, its parameter's name)}: an entry for each statement
+# read_one runs (module constants) on each kind of database in use.
 _RAW_STATEMENTS = {}
 
 
-def _raw_statement(dialect):
-    """The SQL of _IDENTITY_BY_ID for `dialect`, and how to give its one parameter in its paramstyle."""
-    kind = (dialect.name, dialect.driver, dialect.paramstyle)
+def _raw_statement(statement, dialect, value):
+    """The SQL of `statement` for `dialect`, and `value` as its one parameter in the paramstyle."""
+    kind = (statement, dialect.name, dialect.driver, dialect.paramstyle)
     if kind not in _RAW_STATEMENTS:
-        sql = str(_IDENTITY_BY_ID.compile(dialect=dialect))
-        if dialect.positional:
-            _RAW_STATEMENTS[kind] = sql, lambda identity_id: (identity_id,)
-        else:
-            _RAW_STATEMENTS[kind] = sql, lambda identity_id: {"identity_id": identity_id}
-    return _RAW_STATEMENTS[kind]
+        compiled = statement.compile(dialect=dialect)
+        (name,) = compiled.params
+        _RAW_STATEMENTS[kind] = str(compiled), name
+    sql, name = _RAW_STATEMENTS[kind]
+    return sql, ((value,) if dialect.positional else {name: value})
 
 
 def canonical_content(identity):
@@ -174,11 +181,11 @@ def create_identity(fields, caller):
     }
     # The creator is read before the write lock is taken, so that the lock is held for the writes
     # alone (every other create waits for it); a wallet not seen yet gets its user under the lock.
-    with single_read() as connection:
-        known = connection.execute(_USER_OF_WALLET, {"wallet": creator}).one_or_none()
+    found = read_one(_USER_OF_WALLET, creator)
+    known = None if found is None else dict(zip(_CREATOR_KEYS, typed_row(*found), strict=True))
     try:
         with write_connection() as connection:
-            user = known._asdict() if known is not None else _user_of_wallet(connection, creator, "User")
+            user = known if known is not None else _user_of_wallet(connection, creator, "User")
             values["creator_id"] = user["id"]
             connection.execute(IDENTITIES.insert(), values)
             history.record_created(connection, address.identity_id, caller.wallet, now)

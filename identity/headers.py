@@ -46,8 +46,9 @@ def body_etag(data):
 
 
 def add_security_headers(response):
-    # Browsers must not guess a type for problem+json or JSON bodies and then render them.
-    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    # Browsers must not guess a type for problem+json or JSON bodies and then render them. (No view
+    # sets it; set, not setdefault, whose look-up of a missing header raises and catches a KeyError.)
+    response.headers["X-Content-Type-Options"] = "nosniff"
     return response
 
 

@@ -100,11 +100,13 @@ def log_access(response):
     caller = current_caller()
     # The rule, not the path: one route is one value, and no id or stray secret in a URL is copied
     # into the logs. Unmatched paths (404, 405) have no rule.
-    route = request.url_rule.rule if request.url_rule else None
+    rule = request.url_rule
+    route = rule.rule if rule else None
+    method = request.method
     access_log.info(
-        f"{request.method} {route} {response.status_code}",
+        f"{method} {route} {response.status_code}",
         extra={
-            "method": request.method,
+            "method": method,
             "route": route,
             "status": response.status_code,
             "duration_ms": round(elapsed_seconds() * 1000, 3),

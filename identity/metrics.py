@@ -36,13 +36,14 @@ _children = {}
 
 
 def observe(response):
-    route = request.url_rule.rule if request.url_rule else UNMATCHED
+    rule = request.url_rule
+    route = rule.rule if rule else UNMATCHED
     labels = (route, request.method, response.status_code)
     children = _children.get(labels)
     if children is None:
         children = _children[labels] = (
-            REQUESTS.labels(route, request.method, str(response.status_code)),
-            LATENCY.labels(route, request.method),
+            REQUESTS.labels(route, labels[1], str(response.status_code)),
+            LATENCY.labels(route, labels[1]),
         )
     children[0].inc()
     children[1].observe(elapsed_seconds())

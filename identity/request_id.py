@@ -20,10 +20,11 @@ def _is_safe(incoming):
 
 def current_request_id():
     """The id of the request being served, assigned on first use."""
-    if "request_id" not in g:
+    request_id = g.get("request_id")
+    if request_id is None:
         incoming = request.headers.get(HEADER, "")
-        g.request_id = incoming if _is_safe(incoming) else uuid.uuid4().hex
-    return g.request_id
+        request_id = g.request_id = incoming if _is_safe(incoming) else uuid.uuid4().hex
+    return request_id
 
 
 def send_request_id(response):

@@ -58,15 +58,15 @@ def tune_sqlite(engine, busy_timeout_ms):
         options = connection.get_execution_options()
         # A writer that must not wait gets no busy timeout; the connection gets its own back after.
         timeout = 0 if options.get(NO_WAIT) else int(busy_timeout_ms)
-        if connection.info.get(NO_WAIT, int(busy_timeout_ms)) != timeout:
-            try:
-                set_busy_timeout(connection.connection.dbapi_connection, timeout)
-            except engine.dialect.loaded_dbapi.Error as error:
-                raise DBAPIError.instance("PRAGMA busy_timeout", None, error, engine.dialect.loaded_dbapi.Error) from error
-            connection.info[NO_WAIT] = timeout
-        if options.get(SINGLE_READ):
-            return  # one statement is its own transaction: a BEGIN and a ROLLBACK would only add round trips
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE) else "BEGIN")
+        pragma = [] if connection.info.get(NO_WAIT, int(busy_timeout_ms)) == timeout else [f"PRAGMA busy_timeout = {timeout}"]
+        # Noted first: whatever fails after, the checkin event puts the connection's own timeout back.
+        connection.info[NO_WAIT] = timeout
+        # One statement is its own transaction: a BEGIN and a ROLLBACK would only add round trips.
+        begin = [] if options.get(SINGLE_READ) else ["BEGIN IMMEDIATE" if options.get(WRITE) else "BEGIN"]
+        # Sent on the DBAPI connection, as the connect event sends the other pragmas: a BEGIN needs
+        # nothing of a statement's execution (run as one, it was a third of the CPU of an empty write
+        # transaction), and the Connection is in the middle of beginning its transaction anyway.
+        send_to_driver(connection.connection.dbapi_connection, pragma + begin, engine.dialect)
 
     @event.listens_for(engine, "checkin")
     def on_checkin(dbapi_connection, record):
@@ -74,19 +74,25 @@ def tune_sqlite(engine, busy_timeout_ms):
         # GET's one statement, which begins nothing) waits as long as any other.
         if dbapi_connection is not None and record.info.get(NO_WAIT, int(busy_timeout_ms)) != int(busy_timeout_ms):
             try:
-                set_busy_timeout(dbapi_connection, busy_timeout_ms)
-            except engine.dialect.loaded_dbapi.Error as error:
+                send_to_driver(dbapi_connection, [f"PRAGMA busy_timeout = {int(busy_timeout_ms)}"], engine.dialect)
+            except DBAPIError as error:
                 record.invalidate(error)  # the pool opens a fresh one, with every setting, when next asked
             else:
                 record.info[NO_WAIT] = int(busy_timeout_ms)
 
 
-def set_busy_timeout(dbapi_connection, milliseconds):
-    """Set a SQLite connection's busy timeout on the DBAPI connection itself, as the connect event sets
-    its other pragmas: a setting of the connection, which needs nothing of a statement's execution."""
+def send_to_driver(dbapi_connection, statements, dialect):
+    """Run `statements` (SQL that sets up the connection: pragmas, BEGIN) on a DBAPI connection, in
+    order; a driver's error is raised as SQLAlchemy's (DBAPIError.instance), as a Connection raises it."""
+    if not statements:
+        return
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute(f"PRAGMA busy_timeout = {int(milliseconds)}")
+        for statement in statements:
+            try:
+                cursor.execute(statement)
+            except dialect.loaded_dbapi.Error as error:
+                raise DBAPIError.instance(statement, None, error, dialect.loaded_dbapi.Error) from error
     finally:
         cursor.close()
 
@@ -128,14 +134,16 @@ def write_connection():
         with engine.begin() as connection:
             yield connection
         return
-    with _in_turn(writers) as deadline:
-        with _wait_for_the_write_lock(lambda: _begin_writing_on(engine), deadline) as connection:
-            try:
-                yield connection
-                connection.commit()
-            except BaseException:
-                connection.rollback()
-                raise
+    with _in_turn(writers) as deadline, engine.connect() as connection:
+        # Asked again on the same connection while another holds the lock: its busy timeout is set once.
+        connection.execution_options(**{WRITE: True, NO_WAIT: True})
+        _wait_for_the_write_lock(connection.begin, deadline)
+        try:
+            yield connection
+            connection.commit()
+        except BaseException:
+            connection.rollback()
+            raise
 
 
 @contextmanager
@@ -160,18 +168,6 @@ def _begin_writing(session):
     except OperationalError:
         session.rollback()
         raise
-
-
-def _begin_writing_on(engine):
-    """A connection of `engine` holding SQLite's write lock, taken without waiting (OperationalError
-    if it is taken)."""
-    connection = engine.connect()
-    try:
-        connection.execution_options(**{WRITE: True, NO_WAIT: True}).begin()
-    except BaseException:
-        connection.close()
-        raise
-    return connection
 
 
 def _committed(session):

@@ -17,6 +17,7 @@ from sqlalchemy import ARRAY, BigInteger, String, bindparam, func, insert, liter
 from . import content
 from .extensions import db
 from .models import Change, Identity, utcnow
+from .statements import insert_row
 
 # Any fixed number, distinct from the migration's (migrations/env.py MIGRATION_LOCK).
 FEED_LOCK = 0x1D3_0015
@@ -37,7 +38,8 @@ def record_created(connection, identity_id, wallet, at=None):
     """Append the `created` entry of `identity_id`, in `connection`'s (write) transaction (a Core
     Connection: see extensions.write_connection). Once it commits, the caller wakes the live feeds
     of this process (identity.live.wake)."""
-    _insert(connection, connection.dialect, identity_id, wallet, CREATED, None, at)
+    _prepare_append(connection, connection.dialect)
+    insert_row(connection, _CHANGES, _entry(identity_id, wallet, CREATED, None, at))
 
 
 def record_changed(session, identity_id, wallet, changes, at=None):
@@ -71,17 +73,21 @@ _NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
 
 
 def _append(session, identity_id, wallet, kind, changes, at):
-    _insert(session, session.get_bind().dialect, identity_id, wallet, kind, changes, at)
+    _prepare_append(session, session.get_bind().dialect)
+    session.execute(_INSERT, _entry(identity_id, wallet, kind, changes, at))
     session.info[APPENDED] = True
 
 
-def _insert(executor, dialect, identity_id, wallet, kind, changes, at):
-    """The statements of an append, on `executor` (a Session or a Connection) in its transaction."""
+def _prepare_append(executor, dialect):
+    """What precedes an append on `executor` (a Session or a Connection) in its transaction: on
+    PostgreSQL, the lock that orders appends and the NOTIFY sent at commit."""
     if dialect.name == "postgresql":
         executor.execute(_LOCK, {})
         executor.execute(_NOTIFY)
-    values = {"identity_id": identity_id, "at": at or utcnow(), "wallet": wallet, "kind": kind, "fields": changes}
-    executor.execute(_INSERT, values)
+
+
+def _entry(identity_id, wallet, kind, changes, at):
+    return {"identity_id": identity_id, "at": at or utcnow(), "wallet": wallet, "kind": kind, "fields": changes}
 
 
 def _entries():

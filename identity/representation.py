@@ -18,7 +18,8 @@ from flask import current_app
 from .errors import IdentityNotFound, IdentityRemoved
 from .headers import body_etag
 from .schemas import identity_schema
-from .service import IDENTITIES, get_identity_row, identity_record, typed_row
+from .service import IDENTITIES, get_identity_row, identity_record
+from .statements import typed_row
 
 # About 2 KiB each with its key: some 8 MB at most per process.
 CACHED_BODIES = 4096

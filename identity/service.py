@@ -3,11 +3,10 @@
 import logging
 import uuid
 from datetime import timedelta
-from operator import itemgetter
 
 from flask import current_app
 from sqlalchemy import and_, bindparam, or_, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
 from . import content, history
 from .auth import forget_keys
@@ -16,6 +15,7 @@ from .extensions import db, single_read, write_connection, write_transaction
 from .keys import new_api_key
 from .live import wake as wake_live_feeds
 from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
+from .statements import insert_row, read_one, typed_row
 from .wallets import checksum_wallet
 
 ROLES = ("User", "Admin")
@@ -75,84 +75,6 @@ def get_identity_row(identity_id):
     return read_one(_IDENTITY_BY_ID, identity_id)
 
 
-def read_one(statement, value):
-    """The first row of `statement` (a select with one bound parameter, here `value`) as the driver
-    gives it (a tuple, its values not converted to the models' types), and how to convert it
-    (typed_row); or None.
-
-    A read of one statement needs none of a Connection's work (a transaction, result processing): it
-    goes on a pooled DBAPI connection, Engine.raw_connection(), as SQLAlchemy offers for "special
-    situations when the API provided by Connection is not needed". A driver's error reaches the app's
-    error handlers as SQLAlchemy's would (a 503 for a database that does not answer).
-    """
-    engine = db.engine
-    dialect = engine.dialect
-    sql, arguments = _raw_statement(statement, dialect, value)
-    try:
-        connection = engine.raw_connection()
-    except dialect.loaded_dbapi.Error as error:
-        raise DBAPIError.instance(sql, arguments, error, dialect.loaded_dbapi.Error) from error
-    # SQLite's connections are in autocommit already (tune_sqlite); a server's is put in it for the
-    # statement, so that no transaction is begun, and none is rolled back when it goes back to the pool.
-    autocommit = dialect.name != "sqlite"
-    try:
-        if autocommit:
-            dialect.set_isolation_level(connection.dbapi_connection, "AUTOCOMMIT")
-        cursor = connection.cursor()
-        try:
-            cursor.execute(sql, arguments)
-            row = cursor.fetchone()
-            return None if row is None else (row, _converters(statement, dialect, cursor.description))
-        finally:
-            cursor.close()
-            if autocommit:
-                dialect.reset_isolation_level(connection.dbapi_connection)
-    except dialect.loaded_dbapi.Error as error:
-        connection.invalidate()  # whatever broke, the next request gets a fresh connection
-        raise DBAPIError.instance(sql, arguments, error, dialect.loaded_dbapi.Error) from error
-    finally:
-        connection.close()  # back to the pool
-
-
-def typed_row(row, converters):
-    """A row from read_one in the models' types, as a Connection would have given it."""
-    return tuple(value if convert is None else convert(value) for value, convert in zip(row, converters, strict=True))
-
-
-_TYPE_CODE = itemgetter(1)  # of a column in a DBAPI cursor's description
-# {(statement, dialect, driver, the driver's type codes of its columns): each column's converter or None}
-_CONVERTERS = {}
-
-
-def _converters(statement, dialect, description):
-    """What SQLAlchemy converts each column of `statement` with, for this driver's result: each
-    column type's result_processor (None where the driver's value is the model's already)."""
-    codes = tuple(map(_TYPE_CODE, description))
-    kind = (statement, dialect.name, dialect.driver, codes)
-    if kind not in _CONVERTERS:
-        _CONVERTERS[kind] = tuple(
-            column.type.dialect_impl(dialect).result_processor(dialect, code)
-            for column, code in zip(statement.selected_columns, codes, strict=True)
-        )
-    return _CONVERTERS[kind]
-
-
-# {(statement, dialect, driver, paramstyle): (SQL, its parameter's name)}: an entry for each statement
-# read_one runs (module constants) on each kind of database in use.
-_RAW_STATEMENTS = {}
-
-
-def _raw_statement(statement, dialect, value):
-    """The SQL of `statement` for `dialect`, and `value` as its one parameter in the paramstyle."""
-    kind = (statement, dialect.name, dialect.driver, dialect.paramstyle)
-    if kind not in _RAW_STATEMENTS:
-        compiled = statement.compile(dialect=dialect)
-        (name,) = compiled.params
-        _RAW_STATEMENTS[kind] = str(compiled), name
-    sql, name = _RAW_STATEMENTS[kind]
-    return sql, ((value,) if dialect.positional else {name: value})
-
-
 def canonical_content(identity):
     """The canonical bytes of an identity's content: exactly the bytes its content_id hashes."""
     # Stored values are already normalized; content_of leaves them as they are and drops the nulls.
@@ -187,7 +109,7 @@ def create_identity(fields, caller):
         with write_connection() as connection:
             user = known if known is not None else _user_of_wallet(connection, creator, "User")
             values["creator_id"] = user["id"]
-            connection.execute(IDENTITIES.insert(), values)
+            insert_row(connection, IDENTITIES, values)
             history.record_created(connection, address.identity_id, caller.wallet, now)
     except IntegrityError:
         # Known content: the unique content_id refused the insert, and the transaction, the creator's

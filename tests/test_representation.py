@@ -6,7 +6,7 @@ from the driver's row is the one the schema writes from the models' types.
 
 import pytest
 
-from identity import service
+from identity import service, statements
 from identity.schemas import identity_schema
 
 
@@ -40,7 +40,7 @@ def test_a_body_served_from_the_cache_is_what_the_schema_writes(app, client, use
 def test_the_drivers_row_converted_is_the_row_a_connection_gives(app, identity_id):
     with app.app_context():
         row, converters = service.get_identity_row(identity_id)
-        typed = service.identity_record(service.typed_row(row, converters))
+        typed = service.identity_record(statements.typed_row(row, converters))
         expected = service.get_identity(identity_id)
 
     assert typed == expected

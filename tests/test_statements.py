@@ -1,0 +1,118 @@
+"""Statements whose SQL is made once (identity.statements), and the write transaction's setup sent on
+the driver's connection (identity.extensions): the same rows and the same errors as SQLAlchemy's
+own way of running them, and no connection left in the pool without its busy timeout."""
+
+import sqlite3
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import insert, select, text
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from identity.extensions import db, write_connection
+from identity.models import OFF_CHAIN, Change, Identity, User, new_id
+from identity.statements import insert_row
+
+IDENTITIES, CHANGES, USERS = Identity.__table__, Change.__table__, User.__table__
+WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+AT = datetime(2026, 11, 24, 19, 5, 7, 123456, tzinfo=UTC)
+
+
+def a_user():
+    return {"id": new_id(), "wallet": WALLET, "role": "User", "created_at": AT, "updated_at": AT, "last_login": None}
+
+
+def an_identity(creator_id, number):
+    """Every column, with the values that need converting: a uint256 past 64 bits, None, a boolean, times."""
+    digits = f"{number:064x}"
+    return {
+        "id": new_id(), "identity_id": f"bafkrei{digits[-52:]}", "content_id": f"bafkreic{digits[-51:]}",
+        "identity_hash": f"0x{digits}", "display_name": f"Row {number}", "description": None,
+        "image": "https://example.org/a.png", "external_reference": None, "corpora_id": None, "semantic": None,
+        **OFF_CHAIN, "assets_sum": 2**255 + number, "is_user": True,
+        "created_at": AT, "updated_at": AT, "creator_id": creator_id,
+    }
+
+
+def stored(connection, sql, key):
+    """The row as the driver gives it back: the bytes each path stored, before any conversion."""
+    return tuple(connection.exec_driver_sql(sql, (key,) if connection.dialect.positional else {"key": key}).one())
+
+
+def row_sql(connection, table, column):
+    placeholder = "?" if connection.dialect.positional else "%(key)s"
+    return f"SELECT * FROM {table} WHERE {column} = {placeholder}"
+
+
+def test_insert_row_stores_exactly_what_a_core_insert_stores(app):
+    with app.app_context(), db.engine.connect() as connection, connection.begin() as transaction:
+        user = a_user()
+        connection.execute(insert(USERS), user)
+        by_core, by_insert_row = an_identity(user["id"], 1), an_identity(user["id"], 2)
+        connection.execute(insert(IDENTITIES), by_core)
+        insert_row(connection, IDENTITIES, by_insert_row)
+        entry = {"identity_id": "x", "at": AT, "wallet": WALLET, "kind": "changed", "fields": {"n": {"after": 2**70}}}
+        connection.execute(insert(CHANGES), {**entry, "identity_id": by_core["identity_id"]})
+        insert_row(connection, CHANGES, {**entry, "identity_id": by_insert_row["identity_id"]})
+
+        identities = row_sql(connection, "identities", "id")
+        core_row, our_row = stored(connection, identities, by_core["id"]), stored(connection, identities, by_insert_row["id"])
+        changes = row_sql(connection, "identity_changes", "identity_id")
+        core_entry = stored(connection, changes, by_core["identity_id"])
+        our_entry = stored(connection, changes, by_insert_row["identity_id"])
+        transaction.rollback()
+
+    differing = {"id", "identity_id", "content_id", "identity_hash", "display_name", "assets_sum"}
+    keys = list(IDENTITIES.c.keys())
+    assert [value for key, value in zip(keys, our_row, strict=True) if key not in differing] == [
+        value for key, value in zip(keys, core_row, strict=True) if key not in differing
+    ]
+    assert int(our_row[keys.index("assets_sum")]) == 2**255 + 2
+    # Each entry's seq comes from the database; the rest is the same bytes.
+    assert our_entry[2:] == core_entry[2:] and our_entry[0] == core_entry[0] + 1
+
+
+def test_a_duplicate_through_insert_row_is_sqlalchemys_integrity_error(app):
+    with app.app_context(), db.engine.connect() as connection, connection.begin():
+        user = a_user()
+        insert_row(connection, USERS, user)
+        with pytest.raises(IntegrityError):
+            insert_row(connection, USERS, {**user, "id": new_id()})  # the same wallet
+
+
+def test_insert_row_refuses_values_that_leave_a_column_to_a_default(app):
+    with app.app_context(), db.engine.connect() as connection, connection.begin():
+        with pytest.raises(ValueError, match="role"):
+            insert_row(connection, USERS, {"id": new_id(), "wallet": WALLET, "created_at": AT, "updated_at": AT})
+
+
+def pooled_busy_timeouts(app, count):
+    """The busy timeout of `count` of the pool's connections, all checked out at once."""
+    connections = [db.engine.raw_connection() for _ in range(count)]
+    try:
+        return [connection.cursor().execute("PRAGMA busy_timeout").fetchone()[0] for connection in connections]
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+@pytest.mark.sqlite_only
+def test_a_writer_that_waited_for_the_lock_and_gave_up_leaves_every_pooled_connection_its_busy_timeout(app, database_url):
+    app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"] = 300
+    locker = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+    with app.app_context():
+        db.session.remove()
+        configured = db.session.execute(text("PRAGMA busy_timeout")).scalar()
+        db.session.remove()
+        locker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(OperationalError, match="locked"), write_connection():
+                pass
+        finally:
+            locker.rollback()
+        with write_connection() as connection:  # the lock is free: taken on the first try
+            insert_row(connection, USERS, a_user())
+        assert db.session.execute(select(USERS.c.wallet)).scalar_one() == WALLET
+        db.session.remove()
+        assert pooled_busy_timeouts(app, 6) == [configured] * 6
+    locker.close()

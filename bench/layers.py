@@ -1,4 +1,5 @@
-"""Where a GET's time goes, in-process: the project, plain Flask doing the floor's work, and the bare floor.
+"""Where a GET's (or, with --post, a create's) time goes, in-process: the project, plain Flask doing
+the floor's work, and the bare floor.
 
 Each app answers the same GET of a seeded identity, called as gunicorn calls it (the WSGI callable,
 a fresh environ per request), with the service's production settings: rate limits (budgets the
@@ -7,7 +8,10 @@ microseconds of CPU per request for each, best of BENCH_LAYER_REPEATS runs of BE
 then (with --profile) the profile of the project's GET and of plain Flask's by layer: the own time of
 every function, summed by the package that holds its code.
 
-    .venv/bin/python bench/layers.py [--profile]
+    .venv/bin/python bench/layers.py [--post] [--profile]
+
+With --post each app answers POST /identity of bodies no app has seen (a create each), over a
+database that grows as they write; the order of the apps alternates from run to run.
 """
 
 import cProfile
@@ -66,10 +70,28 @@ def environ_for(path, key):
         builder.close()
 
 
+def post_environs(key, count, tag):
+    """`count` environs of POST /identity, each with a body no other has (a create each)."""
+    from werkzeug.test import EnvironBuilder
+
+    tag = tag.replace(" ", "-")  # it goes into a URL
+    environs = []
+    for number in range(count):
+        body = {"display_name": f"Layer {tag} {number}", "description": "A create's layers.",
+                "image": f"https://example.org/{tag}/{number}.png"}
+        builder = EnvironBuilder(path="/identity", method="POST", json=body,
+                                 headers={"x-api-key": key, "Host": "127.0.0.1"})
+        try:
+            environs.append(builder.get_environ())
+        finally:
+            builder.close()
+    return environs
+
+
 def call(app, environ):
     status = []
     body = b"".join(app(dict(environ), lambda s, h, e=None: status.append(s)))
-    if not status[0].startswith("200"):
+    if status[0][:3] not in ("200", "201"):
         raise RuntimeError(f"{status[0]}: {body[:300]!r}")
     return body
 
@@ -137,22 +159,49 @@ def main():
     url, key, ids = seeded_database(directory)
     floor = Floor(url.removeprefix("sqlite:///"))
     apps = {"bare floor": floor, "plain Flask": plain.create_app(floor), "project": create_app({"DATABASE_URL": url})}
+    if "--post" in sys.argv:
+        return creates(apps, key)
     environs = [environ_for(f"/identity/{identity_id}", key) for identity_id in ids]
     for app in apps.values():  # warm: connections opened, keys cached, first-call work done
         for environ in environs:
             call(app, environ)
     print(f"GET, in-process, best of {REPEATS} x {REQUESTS} requests (CPU µs per request):")
     figures = {name: per_request_us(app, environs) for name, app in apps.items()}
+    report(apps, figures, lambda name: environs)
+
+
+def creates(apps, key):
+    """The --post half: each app creates REQUESTS identities per run, REPEATS runs, order alternating."""
+    for name, app in apps.items():  # warm
+        for environ in post_environs(key, 50, f"warm-{name}"):
+            call(app, environ)
+    figures = {name: float("inf") for name in apps}
+    for repeat in range(REPEATS):
+        for name in list(apps)[:: 1 if repeat % 2 == 0 else -1]:
+            environs = post_environs(key, REQUESTS, f"{name}-{repeat}")
+            started = time.process_time()
+            for environ in environs:
+                call(apps[name], environ)
+            figures[name] = min(figures[name], (time.process_time() - started) / REQUESTS * 1e6)
+    print(f"POST (a create each), in-process, best of {REPEATS} x {REQUESTS} requests (CPU µs per request):")
+    # A body is created once: each app's profile gets bodies of its own.
+    report(apps, figures, lambda name: post_environs(key, REQUESTS, f"profile-{name}"))
+
+
+def report(apps, figures, sample):
+    """Print `figures` ({app: CPU µs}); with --profile, each app's layers over the environs `sample(name)` gives."""
     for name, figure in figures.items():
         print(f"  {name:<12} {figure:7.1f} µs   ({figures['plain Flask'] / figure:4.2f} of plain Flask's rate)")
     if "--profile" in sys.argv:
         for name in ("project", "plain Flask"):
             print()
-            print(f"{name}: a GET's time by layer (each function's own time, by the package it is in; cProfile's "
+            print(f"{name}: a request's time by layer (each function's own time, by the package it is in; cProfile's "
                   f"shares applied to the {figures[name]:.0f} µs measured without it)")
-            for layer, share in profile_by_layer(apps[name], environs, REQUESTS).items():
+            environs = sample(name)
+            for layer, share in profile_by_layer(apps[name], environs, len(environs)).items():
                 if share >= 0.005:
                     print(f"  {layer:<36} {share * figures[name]:6.0f} µs  {share:6.1%}")
+
 
 if __name__ == "__main__":
     main()

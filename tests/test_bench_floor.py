@@ -2,7 +2,12 @@
 so `make bench` compares like with like."""
 
 import json
+import os
+import re
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from werkzeug.test import Client
@@ -125,3 +130,18 @@ def test_floor_logs_a_create_in_the_change_log_as_the_project_does(client, floor
 
     changes = client.get(f"/identity/{made['identity_id']}/changes", headers=headers).json["data"]
     assert [change["kind"] for change in changes] == ["created"]
+
+
+@pytest.mark.sqlite_only
+def test_the_layers_benchmark_measures_a_create_in_each_app_and_profiles_it(tmp_path):
+    env = {**os.environ, "BENCH_LAYER_REQUESTS": "20", "BENCH_LAYER_REPEATS": "2", "TMPDIR": str(tmp_path)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    result = subprocess.run([sys.executable, "bench/layers.py", "--post", "--profile"], capture_output=True, text=True,
+                            env=env, cwd=Path(__file__).resolve().parent.parent, timeout=300)
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = dict(re.findall(r"^  (bare floor|plain Flask|project) +([\d.]+) µs", result.stdout, re.MULTILINE))
+    assert set(figures) == {"bare floor", "plain Flask", "project"} and all(float(f) > 0 for f in figures.values())
+    assert "POST (a create each)" in result.stdout
+    assert re.search(r"^project: a request's time by layer", result.stdout, re.MULTILINE)
+    assert re.search(r"^  sqlite3 \(the driver, C\) +\d+ µs", result.stdout, re.MULTILINE)

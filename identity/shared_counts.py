@@ -12,9 +12,10 @@ used, or its window over). When every slot of a run holds a live window, the one
 is taken, and that window's count starts over: a bound on memory that a small team never meets (16,384
 slots hold thousands of keys' budgets in one window; beyond that, use redis://).
 
-Each read-modify-write holds a lock that excludes the other processes (a POSIX lock on the file)
-and this process's other threads (a POSIX lock is the process's, so a threading.Lock too): held
-for the microseconds of one struct unpack and pack.
+Each read-modify-write holds a lock that excludes the other processes (a POSIX lock on the bytes of
+the name's run, so that counts of names whose runs do not overlap never wait for each other) and
+this process's other threads (a POSIX lock is the process's, so a threading.Lock too): held for the
+microseconds of one struct unpack and pack.
 """
 
 import fcntl
@@ -75,24 +76,25 @@ class SharedWindowCounts(Storage):
             found = self.digests[key] = (digest, int.from_bytes(digest[:8], "little") % self.starts * SLOT.size)
         return found
 
-    def lock(self):
+    def lock(self, offset=0, length=0):
+        """Hold the bytes from `offset`, `length` of them (0: to the end of the file and beyond)."""
         self.thread_lock.acquire()
         try:
-            fcntl.lockf(self.descriptor, fcntl.LOCK_EX)
+            fcntl.lockf(self.descriptor, fcntl.LOCK_EX, length, offset)
         except BaseException:
             self.thread_lock.release()
             raise
 
-    def unlock(self):
+    def unlock(self, offset=0, length=0):
         try:
-            fcntl.lockf(self.descriptor, fcntl.LOCK_UN)
+            fcntl.lockf(self.descriptor, fcntl.LOCK_UN, length, offset)
         finally:
             self.thread_lock.release()
 
     def incr(self, key, expiry, amount=1):
         digest, offset = self.locate(key)
         now = time.time()
-        self.lock()
+        self.lock(offset, RUN.size)
         try:
             run = RUN.unpack_from(self.table, offset)
             chosen = None
@@ -110,16 +112,16 @@ class SharedWindowCounts(Storage):
             SLOT.pack_into(self.table, offset + chosen * SLOT.size, digest, now + expiry, amount)
             return amount
         finally:
-            self.unlock()
+            self.unlock(offset, RUN.size)
 
     def find(self, key):
         """(expiry, count) of `key`'s window, live or over, or None."""
         digest, offset = self.locate(key)
-        self.lock()
+        self.lock(offset, RUN.size)
         try:
             run = RUN.unpack_from(self.table, offset)
         finally:
-            self.unlock()
+            self.unlock(offset, RUN.size)
         for index in range(PROBE):
             if run[3 * index] == digest:
                 return run[3 * index + 1], run[3 * index + 2]
@@ -150,13 +152,13 @@ class SharedWindowCounts(Storage):
 
     def clear(self, key):
         digest, offset = self.locate(key)
-        self.lock()
+        self.lock(offset, RUN.size)
         try:
             for index in range(PROBE):
                 if self.table[offset + index * SLOT.size: offset + index * SLOT.size + 16] == digest:
                     self.table[offset + index * SLOT.size: offset + (index + 1) * SLOT.size] = EMPTY
         finally:
-            self.unlock()
+            self.unlock(offset, RUN.size)
 
     def close(self):
         self.table.close()

@@ -10,7 +10,7 @@ from limits import parse
 from limits.strategies import FixedWindowRateLimiter
 
 from identity.limits import COUNTS_FILE_VARIABLE, RateLimits, WindowCounts
-from identity.shared_counts import PROBE, SLOT, SLOTS, SharedWindowCounts, create_counts_file
+from identity.shared_counts import PROBE, RUN, SLOT, SLOTS, SharedWindowCounts, create_counts_file
 
 CONFIG = {"IDENTITY_RATELIMIT_READ": "3/minute", "IDENTITY_RATELIMIT_CREATE": "3/minute",
           "IDENTITY_RATELIMIT_STORAGE": "memory://"}
@@ -151,3 +151,39 @@ def test_rate_limits_count_in_the_file_gunicorn_conf_names(counts_file, monkeypa
 def test_without_the_file_rate_limits_count_in_the_process(monkeypatch):
     monkeypatch.delenv(COUNTS_FILE_VARIABLE, raising=False)
     assert isinstance(RateLimits(CONFIG).local.storage, WindowCounts)
+
+
+def hold_the_run_of(path, name, held, release):
+    """Another worker in the middle of counting `name`: it holds the lock on the bytes of its run."""
+    storage = SharedWindowCounts(path)
+    _digest, offset = storage.locate(name)
+    storage.lock(offset, RUN.size)
+    held.set()
+    release.wait(30)
+    storage.unlock(offset, RUN.size)
+
+
+def test_a_count_waits_only_for_a_worker_counting_a_name_whose_slots_may_be_its_own(counts_file, counts):
+    busy = "key-0/read"
+    apart = next(name for name in (f"key-{number}/read" for number in range(1, 50))
+                 if abs(counts.locate(name)[1] - counts.locate(busy)[1]) >= RUN.size)
+    context = multiprocessing.get_context("fork")
+    held, release = context.Event(), context.Event()
+    holder = context.Process(target=hold_the_run_of, args=(counts_file, busy, held, release))
+    holder.start()
+    try:
+        assert held.wait(30)
+        started = time.monotonic()
+        assert counts.incr(apart, 60) == 1  # no wait for the other worker
+        assert time.monotonic() - started < 1
+        waiting = threading.Thread(target=counts.incr, args=(busy, 60))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive()  # its run's bytes are held: it waits for them
+        release.set()
+        waiting.join(30)
+        assert not waiting.is_alive() and counts.get(busy) == 1
+    finally:
+        release.set()
+        holder.join(30)
+    assert holder.exitcode == 0

@@ -1,7 +1,7 @@
 """Request ids: echoed from X-Request-ID when it is safe to, generated otherwise."""
 
 import re
-import uuid
+import secrets
 
 from flask import g, request
 
@@ -23,7 +23,8 @@ def current_request_id():
     request_id = g.get("request_id")
     if request_id is None:
         incoming = request.headers.get(HEADER, "")
-        request_id = g.request_id = incoming if _is_safe(incoming) else uuid.uuid4().hex
+        request_id = g.request_id = incoming if _is_safe(incoming) else secrets.token_hex(16)
+        # 32 hex digits: 128 random bits (uuid4().hex fixes 6 of them, in three times the time)
     return request_id
 
 

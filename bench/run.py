@@ -247,11 +247,7 @@ class Server:
         return self
 
     def workers(self):
-        pid = self.process.pid
-        try:
-            return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-        except OSError:
-            return []
+        return worker_pids(self.process)
 
     def rss_kib(self):
         """{worker pid: VmRSS in KiB}."""
@@ -267,6 +263,47 @@ class Server:
 
     def stop(self):
         stop_process_group(self.process)
+
+
+def worker_pids(process):
+    """The pids of a gunicorn master's workers (its child processes)."""
+    pid = process.pid
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def clients_per_worker(port, pids):
+    """How many established TCP connections on local `port` each process of `pids` holds, fewest first.
+
+    A keep-alive client stays with the worker that accepted its connection: the split is what each
+    worker process serves. (From /proc: the connections on the port, and whose descriptors they are.)
+    """
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # ESTABLISHED
+                sockets.add(f"socket:[{fields[9]}]")
+    counts = []
+    for pid in pids:
+        held = 0
+        try:
+            descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                held += os.readlink(descriptor) in sockets
+            except OSError:
+                pass  # closed meanwhile
+        counts.append(held)
+    return sorted(counts)
 
 
 # -- load --------------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 The default server is what `make run` starts: `gunicorn -c gunicorn.conf.py app:app` with nothing
 forced (gunicorn.conf.py picks the worker class and count), rate limits raised so that the load
-cannot spend them. The floor (bench.floor:app) is served as bench/run.py serves it. wrk (one thread,
+cannot spend them. Plain Flask doing the floor's work (bench.plain:app) is served the same way, so
+that the server's share of the tail shows apart from the app's; the floor (bench.floor:app) is served
+as bench/run.py serves it. Halfway through each run, it counts the clients each worker of the default
+server holds (a keep-alive connection stays with the worker that accepted it). wrk (one thread,
 BENCH_CONNECTIONS connections, 8 by default, loopback only) runs GET and POST rounds on each,
 alternating which goes first; the p99 of each is the median over the rounds. The goals (issue 23):
 the default server's GET p99 at most 10 ms, its POST p99 within 3x the floor's.
@@ -16,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -32,6 +36,7 @@ from bench.run import (  # noqa: E402 - the same seeding, servers and wrk runs a
     WARMUP,
     Server,
     checkpoint,
+    clients_per_worker,
     combined,
     flask_cli,
     free_port,
@@ -40,6 +45,7 @@ from bench.run import (  # noqa: E402 - the same seeding, servers and wrk runs a
     seed_through_the_project,
     stop_process_group,
     wait_until_ready,
+    worker_pids,
     write_ids,
 )
 
@@ -49,12 +55,13 @@ GET_GOAL_MS = 10.0  # GET: the default server's p99 at most this
 
 
 class DefaultServer:
-    """gunicorn as `make run` starts it: the project's gunicorn.conf.py deciding everything."""
+    """gunicorn as `make run` starts it: the project's gunicorn.conf.py deciding everything, serving
+    `app_spec` (the project, or plain Flask doing the floor's work, to tell the server's share of the
+    tail from the app's)."""
 
-    name = "default"
-
-    def __init__(self, database, log_dir):
-        self.database, self.log_path = database, log_dir / "default-server.log"
+    def __init__(self, name, app_spec, database, log_dir):
+        self.name, self.app_spec = name, app_spec
+        self.database, self.log_path = database, log_dir / f"{name}-server.log"
         self.process, self.port = None, None
 
     @property
@@ -68,10 +75,13 @@ class DefaultServer:
         env.update({"DATABASE_URL": f"sqlite:///{self.database}", "HOST": HOST, "PORT": str(self.port),
                     **PRODUCTION_LIMITS})
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"], cwd=ROOT,
+            self.process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", self.app_spec], cwd=ROOT,
                                             env=env, stdout=log, stderr=log, start_new_session=True)
-        wait_until_ready(self.process, self.url, self.log_path, "the default server", timeout)
+        wait_until_ready(self.process, self.url, self.log_path, f"the default server for {self.name}", timeout)
         return self
+
+    def workers(self):
+        return worker_pids(self.process)
 
     def worker_class(self):
         for line in self.log_path.read_text().splitlines():
@@ -81,6 +91,17 @@ class DefaultServer:
 
     def stop(self):
         stop_process_group(self.process)
+
+
+def load_and_split(server, operation, key, ids_file, seconds, tag):
+    """A wrk run, and how its clients were split among the server's workers halfway through it."""
+    split = []
+    timer = threading.Timer(seconds / 2, lambda: split.extend(clients_per_worker(server.port, server.workers())))
+    timer.start()
+    try:
+        return load(server, operation, key, ids_file, seconds, tag), split
+    finally:
+        timer.cancel()
 
 
 def main():
@@ -94,10 +115,13 @@ def main():
         key = flask_cli(database, "keys", "create", "--wallet", WALLET, "--role", "User").strip().splitlines()[-1]
         ids = seed_through_the_project(database, key, IDENTITIES)
         checkpoint(database)
-        floor_database = work / "floor.db"
+        floor_database, plain_database = work / "floor.db", work / "plain.db"
         shutil.copy(database, floor_database)
+        shutil.copy(database, plain_database)
         ids_file = write_ids(work / "ids.txt", ids)
-        targets = {"default": DefaultServer(database, work), "floor": Server("floor", "bench.floor:app", floor_database, work)}
+        targets = {"default": DefaultServer("default", "app:app", database, work),
+                   "plain": DefaultServer("plain", "bench.plain:app", plain_database, work),
+                   "floor": Server("floor", "bench.floor:app", floor_database, work)}
         servers += targets.values()
         for server in targets.values():
             server.start()
@@ -107,13 +131,15 @@ def main():
             for operation in ("get", "post"):
                 load(server, operation, key, ids_file, WARMUP, f"warm-{name}")
         results = {(name, operation): [] for name in targets for operation in ("get", "post")}
+        splits = {(name, operation): [] for name in ("default", "plain") for operation in ("get", "post")}
         for round_number in range(ROUNDS):
             order = list(targets) if round_number % 2 == 0 else list(reversed(targets))
             for operation in ("get", "post"):
                 for name in order:
-                    results[name, operation].append(
-                        load(targets[name], operation, key, ids_file, SECONDS, f"tail-{round_number}")
-                    )
+                    run, split = load_and_split(targets[name], operation, key, ids_file, SECONDS, f"tail-{round_number}")
+                    results[name, operation].append(run)
+                    if (name, operation) in splits:
+                        splits[name, operation].append(split)
         errors = sum(run.errors for runs in results.values() for run in runs)
         print()
         print(f"Default server's tail (as `make run` serves: {targets['default'].worker_class()} worker) vs floor, "
@@ -130,6 +156,13 @@ def main():
                   f" {ratio:>8.2f}x   {default.rate:>13.1f} {floor.rate:>11.1f}   {goal}: {'met' if met else 'NOT met'}")
             print(f"      p99 per round: default {', '.join(f'{run.p99_ms:.2f}' for run in results['default', operation])}"
                   f";  floor {', '.join(f'{run.p99_ms:.2f}' for run in results['floor', operation])}")
+            print(f"      default's clients per worker, per round: {', '.join(map(_split, splits['default', operation]))}")
+            plain = results["plain", operation]
+            print(f"      plain Flask on the default server: p50/p99 {combined(plain).p50_ms:.2f} / {combined(plain).p99_ms:.2f}"
+                  f" ms, {combined(plain).rate:.1f} req/s; p99 per round {', '.join(f'{run.p99_ms:.2f}' for run in plain)}"
+                  f"; clients per worker {', '.join(map(_split, splits['plain', operation]))}")
+        print("      (A keep-alive client stays with the worker that accepted it; with more clients on one worker,")
+        print("      each waits for more of the others' requests: see docs/performance.md, The default server's tail.)")
         if errors:
             print(f"unexpected responses or socket errors: {errors}")
             return 1
@@ -138,6 +171,10 @@ def main():
         for server in servers:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _split(counts):
+    return "+".join(map(str, counts)) or "?"
 
 
 if __name__ == "__main__":

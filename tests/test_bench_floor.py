@@ -145,3 +145,23 @@ def test_the_layers_benchmark_measures_a_create_in_each_app_and_profiles_it(tmp_
     assert "POST (a create each)" in result.stdout
     assert re.search(r"^project: a request's time by layer", result.stdout, re.MULTILINE)
     assert re.search(r"^  sqlite3 \(the driver, C\) +\d+ µs", result.stdout, re.MULTILINE)
+
+
+def test_the_tail_benchmark_counts_the_clients_each_worker_holds():
+    """bench/tail.py's split of keep-alive clients among a server's workers: the connections a
+    process accepted on the port, not the ones still queued, and not the clients' own ends."""
+    import socket
+
+    from bench.run import clients_per_worker
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        accepted = [listener.accept()[0] for _ in range(3)]
+        try:
+            assert clients_per_worker(port, [os.getpid()]) == [3]
+            assert clients_per_worker(port + 1 if port < 65535 else port - 1, [os.getpid()]) == [0]
+            assert clients_per_worker(port, []) == []
+        finally:
+            for connection in clients + accepted:
+                connection.close()

@@ -33,6 +33,7 @@ SLOTS = 16_384  # 512 KiB
 PROBE = 8  # slots a name may use: 256 bytes, read and written under the lock in one go
 RUN = struct.Struct("<" + "16sdq" * PROBE)
 EMPTY = SLOT.pack(bytes(16), 0.0, 0)
+FRESH = 0.001  # seconds: how long get_expiry may answer from the window get read
 
 
 def create_counts_file(path, slots=SLOTS):
@@ -62,6 +63,10 @@ class SharedWindowCounts(Storage):
         self.starts = size // SLOT.size - PROBE + 1
         self.thread_lock = threading.Lock()
         self.digests = {}  # name -> (digest, byte offset of its run): the names are few and repeat
+        # limits reads a window as get(name), then get_expiry(name): the expiry read with the count
+        # (under one lock, a moment before) answers the second. Each thread's (greenlet's) own, and
+        # only for the call that comes next, within FRESH seconds.
+        self.last_read = threading.local()
 
     @property
     def base_exceptions(self):
@@ -92,6 +97,7 @@ class SharedWindowCounts(Storage):
             self.thread_lock.release()
 
     def incr(self, key, expiry, amount=1):
+        self.last_read.window = None
         digest, offset = self.locate(key)
         now = time.time()
         self.lock(offset, RUN.size)
@@ -129,16 +135,22 @@ class SharedWindowCounts(Storage):
 
     def get(self, key):
         found = self.find(key)
+        self.last_read.window = (key, found, time.monotonic())
         return found[1] if found is not None and found[0] > time.time() else 0
 
     def get_expiry(self, key):
-        found = self.find(key)
+        last, self.last_read.window = getattr(self.last_read, "window", None), None
+        if last is not None and last[0] == key and time.monotonic() - last[2] < FRESH:
+            found = last[1]
+        else:
+            found = self.find(key)
         return found[0] if found is not None else time.time()
 
     def check(self):
         return not self.table.closed
 
     def reset(self):
+        self.last_read.window = None
         now = time.time()
         self.lock()
         try:
@@ -151,6 +163,7 @@ class SharedWindowCounts(Storage):
         return cleared
 
     def clear(self, key):
+        self.last_read.window = None
         digest, offset = self.locate(key)
         self.lock(offset, RUN.size)
         try:

@@ -10,7 +10,7 @@ from limits import parse
 from limits.strategies import FixedWindowRateLimiter
 
 from identity.limits import COUNTS_FILE_VARIABLE, RateLimits, WindowCounts
-from identity.shared_counts import PROBE, RUN, SLOT, SLOTS, SharedWindowCounts, create_counts_file
+from identity.shared_counts import FRESH, PROBE, RUN, SLOT, SLOTS, SharedWindowCounts, create_counts_file
 
 CONFIG = {"IDENTITY_RATELIMIT_READ": "3/minute", "IDENTITY_RATELIMIT_CREATE": "3/minute",
           "IDENTITY_RATELIMIT_STORAGE": "memory://"}
@@ -187,3 +187,23 @@ def test_a_count_waits_only_for_a_worker_counting_a_name_whose_slots_may_be_its_
         release.set()
         holder.join(30)
     assert holder.exitcode == 0
+
+
+def test_a_windows_expiry_read_after_its_count_is_the_one_of_the_window_now(counts_file, counts):
+    # limits reads a window as get() then get_expiry(): the second may answer from the first's read,
+    # but never across a count this thread added, nor once FRESH has passed.
+    assert counts.get("k") == 0
+    counts.incr("k", 60)
+    assert counts.get_expiry("k") > time.time() + 59
+    assert counts.get("other") == 0
+    other_worker = SharedWindowCounts(counts_file)
+    try:
+        other_worker.incr("other", 60)
+        time.sleep(FRESH * 2)
+        assert counts.get_expiry("other") > time.time() + 59
+    finally:
+        other_worker.close()
+    counts.incr("gone", 60)
+    assert counts.get("gone") == 1
+    counts.clear("gone")
+    assert counts.get_expiry("gone") == pytest.approx(time.time(), abs=1)

@@ -60,10 +60,11 @@ def seeded_database(directory, count=200):
     return url, key, ids
 
 
-def environ_for(path, key):
+def environ_for(path, key, **options):
+    """The WSGI environ of a request to `path` with `key`; `options` are EnvironBuilder's (method, json)."""
     from werkzeug.test import EnvironBuilder
 
-    builder = EnvironBuilder(path=path, headers={"x-api-key": key, "Host": "127.0.0.1"})
+    builder = EnvironBuilder(path=path, headers={"x-api-key": key, "Host": "127.0.0.1"}, **options)
     try:
         return builder.get_environ()
     finally:
@@ -72,20 +73,13 @@ def environ_for(path, key):
 
 def post_environs(key, count, tag):
     """`count` environs of POST /identity, each with a body no other has (a create each)."""
-    from werkzeug.test import EnvironBuilder
-
     tag = tag.replace(" ", "-")  # it goes into a URL
-    environs = []
-    for number in range(count):
-        body = {"display_name": f"Layer {tag} {number}", "description": "A create's layers.",
-                "image": f"https://example.org/{tag}/{number}.png"}
-        builder = EnvironBuilder(path="/identity", method="POST", json=body,
-                                 headers={"x-api-key": key, "Host": "127.0.0.1"})
-        try:
-            environs.append(builder.get_environ())
-        finally:
-            builder.close()
-    return environs
+    return [
+        environ_for("/identity", key, method="POST", json={
+            "display_name": f"Layer {tag} {number}", "description": "A create's layers.",
+            "image": f"https://example.org/{tag}/{number}.png"})
+        for number in range(count)
+    ]
 
 
 def call(app, environ):

@@ -157,9 +157,10 @@ def main():
             print(f"      p99 per round: default {', '.join(f'{run.p99_ms:.2f}' for run in results['default', operation])}"
                   f";  floor {', '.join(f'{run.p99_ms:.2f}' for run in results['floor', operation])}")
             print(f"      default's clients per worker, per round: {', '.join(map(_split, splits['default', operation]))}")
-            plain = results["plain", operation]
-            print(f"      plain Flask on the default server: p50/p99 {combined(plain).p50_ms:.2f} / {combined(plain).p99_ms:.2f}"
-                  f" ms, {combined(plain).rate:.1f} req/s; p99 per round {', '.join(f'{run.p99_ms:.2f}' for run in plain)}"
+            plain_runs = results["plain", operation]
+            plain = combined(plain_runs)
+            print(f"      plain Flask on the default server: p50/p99 {plain.p50_ms:.2f} / {plain.p99_ms:.2f}"
+                  f" ms, {plain.rate:.1f} req/s; p99 per round {', '.join(f'{run.p99_ms:.2f}' for run in plain_runs)}"
                   f"; clients per worker {', '.join(map(_split, splits['plain', operation]))}")
         print("      (A keep-alive client stays with the worker that accepted it; with more clients on one worker,")
         print("      each waits for more of the others' requests: see docs/performance.md, The default server's tail.)")

@@ -137,20 +137,21 @@ def profile_by_layer(app, environs, count):
 def main():
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="layers-metrics-"))
     os.environ["IDENTITY_RATELIMIT_READ"] = os.environ["IDENTITY_RATELIMIT_CREATE"] = "100000000/minute"
+    from bench import plain
+    from bench.floor import Floor
+    from identity import create_app
     from identity.logs import logging_config
 
+    directory = tempfile.mkdtemp(prefix="identity-layers-")
+    url, key, ids = seeded_database(directory)
+    # After the seeding: its migrations configure logging from alembic.ini (the root logger at WARNING),
+    # which would silence the access line. The logs are the server's, as gunicorn.conf.py sets them.
     logging.config.dictConfig(logging_config())
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     devnull = open(os.devnull, "w")  # noqa: SIM115 - open for the whole run
     for name in ("", "identity.access"):
         for handler in logging.getLogger(name).handlers:
             handler.setStream(devnull)
-
-    from bench import plain
-    from bench.floor import Floor
-    from identity import create_app
-
-    directory = tempfile.mkdtemp(prefix="identity-layers-")
-    url, key, ids = seeded_database(directory)
     floor = Floor(url.removeprefix("sqlite:///"))
     apps = {"bare floor": floor, "plain Flask": plain.create_app(floor), "project": create_app({"DATABASE_URL": url})}
     if "--post" in sys.argv:

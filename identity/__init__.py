@@ -13,7 +13,7 @@ def create_app(config=None):
     from flask import Flask
     from flask_migrate.cli import db as migrate_commands
 
-    from . import background, docs, encoding, headers, limits, logs, metrics, request_id
+    from . import background, docs, encoding, finish, limits, logs, metrics
     from .api import blp
     from .cli import backup, check_database, copy_database, identities, keys, webhooks
     from .config import database_url, engine_options, settings_from_env
@@ -43,10 +43,9 @@ def create_app(config=None):
     docs.init_app(app, api)
     api.register_blueprint(blp)
     register_error_handlers(app)
-    request_id.init_app(app)
-    headers.init_app(app)
     metrics.init_app(app)
     limits.init_app(app)
+    finish.init_app(app)
     app.cli.add_command(keys)
     app.cli.add_command(backup)
     app.cli.add_command(check_database)

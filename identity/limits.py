@@ -192,7 +192,7 @@ def _budget(setting, budget, what):
         @wraps(view)
         def limited(*args, **kwargs):
             window = rate_limits(current_app).spend(budget, current_caller().key_id)
-            # Every response to this request carries the headers, errors included: see send_headers.
+            # Every response to this request carries the headers, errors included: see add_headers.
             g.rate_limit_window = window
             if not window.allowed:
                 raise TooManyRequests(
@@ -210,13 +210,12 @@ reads = _budget("IDENTITY_RATELIMIT_READ", "read", "reads")
 creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
 
 
-def send_headers(response):
+def add_headers(headers):
+    """The request's rate-limit window in `headers` (Werkzeug's), if a budget was spent."""
     window = g.get("rate_limit_window")
     if window is not None:
-        window.add_headers(response.headers)  # none of them is set before
-    return response
+        window.add_headers(headers)  # none of them is set before
 
 
 def init_app(app):
     app.extensions["identity_rate_limits"] = RateLimits(app.config)
-    app.after_request(send_headers)

@@ -10,14 +10,19 @@ import logging
 import logging.config
 import re
 import time
+from datetime import UTC, datetime
 
-from flask import g, has_request_context, request
+from flask import g, has_request_context
 from pythonjsonlogger.orjson import OrjsonFormatter
 
-from .auth import current_caller
 from .request_id import current_request_id
 
 access_log = logging.getLogger("identity.access")
+# What an access line tells besides the JSON formatter's own fields, in this order.
+ACCESS_FIELDS = ("method", "route", "status", "duration_ms", "key_id")
+# The attributes of an access line's record when it is formatted: a LogRecord's own, the message the
+# formatter has just set, the request id and ACCESS_FIELDS; no more, no less.
+_ACCESS_RECORD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "request_id", *ACCESS_FIELDS}
 
 
 class RequestIdFilter(logging.Filter):
@@ -46,13 +51,39 @@ class DevServerLines(logging.Filter):
         return True
 
 
+JSON_FIELDS = "%(levelname)s %(name)s %(message)s %(request_id)s"
+RENAMED_FIELDS = {"levelname": "level", "name": "logger"}
+
+
 def json_formatter():
     """The formatter of every log line: time, level, logger, message, request_id, then any extras."""
-    return OrjsonFormatter(
-        "%(levelname)s %(name)s %(message)s %(request_id)s",
-        rename_fields={"levelname": "level", "name": "logger"},
-        timestamp="time",
-    )
+    return OrjsonFormatter(JSON_FIELDS, rename_fields=RENAMED_FIELDS, timestamp="time")
+
+
+class AccessLineFormatter(OrjsonFormatter):
+    """json_formatter()'s lines, the same bytes, with the access line's fields taken as known.
+
+    The JSON formatter finds a record's extras by going through all of its attributes, some thirty,
+    for every line; an access line's extras are ACCESS_FIELDS. add_fields is python-json-logger's
+    hook for this; any other record (one with an exception, or with other extras) goes through the
+    JSON formatter's own. On every request, this is a third of what the line costs to format.
+    """
+
+    def __init__(self):
+        super().__init__(JSON_FIELDS, rename_fields=RENAMED_FIELDS, timestamp="time")
+
+    def add_fields(self, log_data, record, message_dict):
+        fields = record.__dict__
+        if message_dict or record.exc_text or record.stack_info or fields.keys() != _ACCESS_RECORD:
+            return super().add_fields(log_data, record, message_dict)
+        log_data["level"] = record.levelname
+        log_data["logger"] = record.name
+        log_data["message"] = record.message
+        log_data["request_id"] = fields["request_id"]
+        for field in ACCESS_FIELDS:
+            log_data[field] = fields[field]
+        log_data["time"] = datetime.fromtimestamp(record.created, tz=UTC)
+        return None
 
 
 def logging_config(level="INFO"):
@@ -61,10 +92,10 @@ def logging_config(level="INFO"):
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": json_formatter}},
+        "formatters": {"json": {"()": json_formatter}, "access": {"()": AccessLineFormatter}},
         "filters": {"request_id": {"()": RequestIdFilter}, "dev_server": {"()": DevServerLines}},
         "handlers": {
-            "stdout": {**handler, "stream": "ext://sys.stdout"},
+            "stdout": {**handler, "formatter": "access", "stream": "ext://sys.stdout"},
             "stderr": {**handler, "stream": "ext://sys.stderr"},
         },
         "root": {"level": level, "handlers": ["stderr"]},
@@ -94,27 +125,20 @@ def elapsed_seconds():
     return time.perf_counter() - g.get("started", time.perf_counter())
 
 
-def log_access(response):
-    if not access_log.isEnabledFor(logging.INFO):
-        return response
-    caller = current_caller()
-    # The rule, not the path: one route is one value, and no id or stray secret in a URL is copied
-    # into the logs. Unmatched paths (404, 405) have no rule.
-    rule = request.url_rule
-    route = rule.rule if rule else None
-    method = request.method
-    access_log.info(
-        f"{method} {route} {response.status_code}",
-        extra={
-            "method": method,
-            "route": route,
-            "status": response.status_code,
-            "duration_ms": round(elapsed_seconds() * 1000, 3),
-            "request_id": current_request_id(),
-            "key_id": caller.key_id if caller else None,
-        },
-    )
-    return response
+def log_access(method, route, status, seconds, request_id, key_id):
+    """The request's access line (finish.finish_response gives it what the response learnt)."""
+    if access_log.isEnabledFor(logging.INFO):
+        access_log.info(
+            f"{method} {route} {status}",
+            extra={
+                "method": method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 3),
+                "request_id": request_id,
+                "key_id": key_id,
+            },
+        )
 
 
 def init_app(app):
@@ -123,4 +147,3 @@ def init_app(app):
     if not logging.getLogger().handlers:
         logging.config.dictConfig(logging_config(app.config["IDENTITY_LOG_LEVEL"]))
     app.before_request(mark_start)
-    app.after_request(log_access)

@@ -12,8 +12,6 @@ from flask import request
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.exposition import choose_encoder
 
-from .logs import elapsed_seconds
-
 # Routes are URL rules, never raw paths: one label value per route, however many ids are asked for.
 UNMATCHED = "<unmatched>"
 
@@ -35,19 +33,16 @@ def count_identity_created():
 _children = {}
 
 
-def observe(response):
-    rule = request.url_rule
-    route = rule.rule if rule else UNMATCHED
-    labels = (route, request.method, response.status_code)
+def observe(route, method, status, seconds):
+    """Count a response (finish.finish_response gives it what the response learnt); `route` None for a
+    path no rule matched."""
+    labels = (route, method, status)
     children = _children.get(labels)
     if children is None:
-        children = _children[labels] = (
-            REQUESTS.labels(route, labels[1], str(response.status_code)),
-            LATENCY.labels(route, labels[1]),
-        )
+        label = UNMATCHED if route is None else route
+        children = _children[labels] = (REQUESTS.labels(label, method, str(status)), LATENCY.labels(label, method))
     children[0].inc()
-    children[1].observe(elapsed_seconds())
-    return response
+    children[1].observe(seconds)
 
 
 def _registry():
@@ -66,7 +61,5 @@ def serve_metrics():
 
 
 def init_app(app):
-    if not app.config["IDENTITY_METRICS_ENABLED"]:
-        return
-    app.after_request(observe)
-    app.add_url_rule("/metrics", "metrics", serve_metrics)
+    if app.config["IDENTITY_METRICS_ENABLED"]:
+        app.add_url_rule("/metrics", "metrics", serve_metrics)

@@ -1,4 +1,5 @@
-"""Request ids: echoed from X-Request-ID when it is safe to, generated otherwise."""
+"""Request ids: echoed from X-Request-ID when it is safe to, generated otherwise; assigned on first use
+(a log line, an error, the response's own header, which finish.py sends)."""
 
 import re
 import secrets
@@ -26,13 +27,3 @@ def current_request_id():
         # Generated: 32 hex digits, 128 random bits (uuid4().hex fixes 6 of them, in three times the time).
         request_id = g.request_id = incoming if _is_safe(incoming) else secrets.token_hex(16)
     return request_id
-
-
-def send_request_id(response):
-    response.headers[HEADER] = current_request_id()
-    return response
-
-
-def init_app(app):
-    # No before_request hook: the id is assigned on first use (a log line, an error, this header).
-    app.after_request(send_request_id)

@@ -239,9 +239,9 @@ def post_worker_init(worker):
     signal.signal(signal.SIGTERM, drain_then_stop)
     freeze_loaded_objects()
     if _under_gevent():
-        import gevent
+        from identity.turns import Turns
 
-        _take_turns.append(gevent.sleep)
+        _turns.append(Turns())
     # The webhook deliverer runs in every worker (greenlets under gevent); the lease in the database
     # lets one at a time deliver, across workers and nodes (identity/background.py).
     background.start(worker.wsgi)
@@ -276,28 +276,15 @@ def _in_background(function):
         threading.Thread(target=function, daemon=True).start()
 
 
-# gevent.sleep in a gevent worker (see pre_request); nothing elsewhere.
-_take_turns = []
+# A gevent worker's queue of requests waiting for the CPU (identity/turns.py); nothing elsewhere.
+_turns = []
 
 
 def pre_request(worker, req):
-    """In a gevent worker, let every other connection with a request waiting go first.
-
-    A greenlet yields only when it would block. After answering, a connection's greenlet reads its
-    next request, and when the client has sent it already (a busy keep-alive client), it goes on
-    at once: one connection can be served many times in a row while the others wait, and their
-    latency grows a long tail (p50 21 ms, p99 296 ms with 8 clients, while the worker never stopped
-    for more than 42 ms). The turn must last until the loop's next iteration: gevent.sleep(0) may
-    resume this greenlet before the loop polls for the others' requests (its documentation says so),
-    and did, often enough for a p99 of 55-62 ms; any positive time waits for the next iteration, after
-    every connection found ready in this one (p99 18-28 ms, runs alternating with those).
-    """
-    for take_turn in _take_turns:
-        take_turn(NEXT_ITERATION)
-
-
-# The shortest wait gevent.sleep() counts as positive: one turn of the loop.
-NEXT_ITERATION = 1e-6
+    """In a gevent worker, the request waits for those read before it (identity/turns.py says why,
+    with the figures)."""
+    for turns in _turns:
+        turns.take()
 
 
 def freeze_loaded_objects():

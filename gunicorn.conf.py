@@ -33,6 +33,8 @@ Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 from gunicorn.glogging import Logger  # noqa: E402
 from prometheus_client import multiprocess  # noqa: E402
 
+from identity.balance import FILE_VARIABLE as LOADS_FILE_VARIABLE  # noqa: E402
+from identity.balance import create_loads_file  # noqa: E402
 from identity.config import settings_from_env  # noqa: E402
 from identity.limits import COUNTS_FILE_VARIABLE  # noqa: E402
 from identity.logs import logging_config  # noqa: E402
@@ -52,6 +54,13 @@ if not os.environ.get(COUNTS_FILE_VARIABLE):
     )
 if not os.path.exists(os.environ[COUNTS_FILE_VARIABLE]):
     create_counts_file(os.environ[COUNTS_FILE_VARIABLE])
+# The busy clients of each worker (identity/balance.py), in a file of the same kind, made the same way.
+if not os.environ.get(LOADS_FILE_VARIABLE):
+    os.environ[LOADS_FILE_VARIABLE] = os.environ["IDENTITY_OWN_WORKER_LOADS_FILE"] = os.path.join(
+        tempfile.mkdtemp(prefix="identity-workers-", dir=_shm), "loads"
+    )
+if not os.path.exists(os.environ[LOADS_FILE_VARIABLE]):
+    create_loads_file(os.environ[LOADS_FILE_VARIABLE])
 
 
 def _env_int(name, default):
@@ -239,9 +248,11 @@ def post_worker_init(worker):
     signal.signal(signal.SIGTERM, drain_then_stop)
     freeze_loaded_objects()
     if _under_gevent():
+        from identity.balance import WorkerLoads
         from identity.turns import Turns
 
         _turns.append(Turns())
+        _loads.append(WorkerLoads(os.environ[LOADS_FILE_VARIABLE]))
     # The webhook deliverer runs in every worker (greenlets under gevent); the lease in the database
     # lets one at a time deliver, across workers and nodes (identity/background.py).
     background.start(worker.wsgi)
@@ -252,6 +263,8 @@ def worker_exit(server, worker):
     from identity import background
 
     background.stop(worker.wsgi, timeout=2)
+    for loads in _loads:
+        loads.close()
 
 
 def worker_int(worker):
@@ -276,13 +289,21 @@ def _in_background(function):
         threading.Thread(target=function, daemon=True).start()
 
 
-# A gevent worker's queue of requests waiting for the CPU (identity/turns.py); nothing elsewhere.
+# A gevent worker's queue of requests waiting for the CPU (identity/turns.py), and its count of busy
+# clients beside the other workers' (identity/balance.py); nothing elsewhere.
 _turns = []
+_loads = []
 
 
 def pre_request(worker, req):
-    """In a gevent worker, the request waits for those read before it (identity/turns.py says why,
-    with the figures)."""
+    """In a gevent worker: first, a client of a worker busier than another by two clients or more is
+    asked to reconnect (identity/balance.py); then the request waits for those read before it
+    (identity/turns.py). Both say why, with the figures.
+    """
+    for loads in _loads:
+        # Its busy clients outnumber another worker's by two or more: this one is asked to reconnect.
+        if loads.should_reconnect(req.peer_addr):
+            req.force_close()
     for turns in _turns:
         turns.take()
 
@@ -313,3 +334,6 @@ def on_exit(server):
     counts = os.environ[COUNTS_FILE_VARIABLE]
     if counts == os.environ.get("IDENTITY_OWN_COUNTS_FILE"):
         shutil.rmtree(os.path.dirname(counts), ignore_errors=True)
+    loads = os.environ[LOADS_FILE_VARIABLE]
+    if loads == os.environ.get("IDENTITY_OWN_WORKER_LOADS_FILE"):
+        shutil.rmtree(os.path.dirname(loads), ignore_errors=True)

@@ -1,0 +1,141 @@
+"""Keep-alive clients spread evenly over the server's gevent workers (identity/balance.py)."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.client import HTTPConnection
+
+import pytest
+
+from bench.run import clients_per_worker, worker_pids
+from identity import balance
+from identity.balance import RECOUNT, WorkerLoads, create_loads_file
+from tests.live import LiveServer
+
+
+@pytest.fixture
+def loads_file(tmp_path):
+    path = tmp_path / "loads"
+    create_loads_file(path)
+    return path
+
+
+@pytest.fixture
+def workers(loads_file):
+    """Two workers' views of one file: this process and its parent stand for two live workers."""
+    views = [WorkerLoads(loads_file, pid=os.getpid()), WorkerLoads(loads_file, pid=os.getppid())]
+    yield views
+    for view in views:
+        view.close()
+
+
+def requests(worker, clients, rounds=1):
+    """What `worker` answers to a request of each of its `clients`, `rounds` times, a look at the others
+    due before each round."""
+    answers = []
+    for _ in range(rounds):
+        time.sleep(RECOUNT)
+        answers += [worker.should_reconnect((id(worker), client)) for client in range(clients)]
+    return answers
+
+
+def test_a_worker_with_two_busy_clients_more_than_another_asks_one_to_reconnect(workers):
+    busier, other = workers
+    requests(other, 3)
+    requests(busier, 5)
+
+    assert requests(busier, 5).count(True) == 1
+    assert not any(requests(other, 3))
+    assert (busier.busy, other.busy) == (4, 3)  # the one asked is no longer counted
+
+
+@pytest.mark.parametrize(("first", "second"), [(4, 4), (4, 5), (1, 0)])
+def test_workers_within_one_client_of_each_other_ask_nobody(workers, first, second):
+    requests(workers[0], first)
+    requests(workers[1], second)
+
+    assert not any(requests(workers[0], first, rounds=3) + requests(workers[1], second, rounds=3))
+
+
+def test_a_worker_alone_asks_nobody(loads_file):
+    alone = WorkerLoads(loads_file)
+    try:
+        assert not any(requests(alone, 8, rounds=3))
+    finally:
+        alone.close()
+
+
+def test_a_worker_that_has_had_no_request_for_a_while_counts_as_having_no_client(workers, monkeypatch):
+    busier, idle = workers
+    monkeypatch.setattr(balance, "WINDOW", 4 * RECOUNT)
+    time.sleep(4 * RECOUNT)  # idle's count, taken when it started, is older than that
+
+    assert requests(busier, 2, rounds=2).count(True) == 1
+
+
+def test_the_slot_of_a_worker_that_died_is_nobody_s_and_goes_to_the_next_worker(loads_file, monkeypatch):
+    alive = WorkerLoads(loads_file)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    left_behind = WorkerLoads(loads_file, pid=int(dead))  # killed outright: close() never ran
+    monkeypatch.setattr(balance, "WINDOW", 4 * RECOUNT)
+    time.sleep(4 * RECOUNT)  # its count is old: as if it had had no request since
+    try:
+        assert not any(requests(alive, 3, rounds=2))  # a dead worker is not an idle one
+        replacement = WorkerLoads(loads_file, pid=os.getppid())
+        assert replacement.slot == left_behind.slot
+        time.sleep(4 * RECOUNT)  # the replacement, alive with no client, is an idle worker
+        assert requests(alive, 3, rounds=2).count(True) == 1
+        replacement.close()
+    finally:
+        alive.close()
+
+
+def test_the_default_server_spreads_busy_keep_alive_clients_over_its_workers(database_path):
+    """8 clients connect at once to 2 workers and keep their connections busy: however the connections
+    were first split, within seconds each worker holds 4, and no client meets an error."""
+    server = LiveServer(f"sqlite:///{database_path}", workers=2).start()
+    stop = threading.Event()
+    failures, closes = [], []
+    try:
+        port = server.port
+        deadline = time.monotonic() + 20  # both workers booted
+        while len(worker_pids(server.process)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        barrier = threading.Barrier(8)
+
+        def client():
+            connection = HTTPConnection("127.0.0.1", port, timeout=10)
+            barrier.wait()
+            connection.connect()  # all at once, as wrk does
+            try:
+                while not stop.is_set():
+                    connection.request("GET", "/healthz")
+                    response = connection.getresponse()
+                    response.read()
+                    if response.status != 200:
+                        failures.append(response.status)
+                    if response.getheader("Connection") == "close":
+                        closes.append(1)  # http.client connects again for the next request
+            except OSError as error:
+                failures.append(error)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        splits = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not (len(splits) >= 4 and splits[-1] == [4, 4]):
+            time.sleep(0.5)
+            splits.append(clients_per_worker(port, worker_pids(server.process)))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        server.stop()
+    assert splits[-1] == [4, 4], f"clients per worker, every half second: {splits}"
+    assert not failures

@@ -5,7 +5,8 @@ forced (gunicorn.conf.py picks the worker class and count), rate limits raised s
 cannot spend them. Plain Flask doing the floor's work (bench.plain:app) is served the same way, so
 that the server's share of the tail shows apart from the app's; the floor (bench.floor:app) is served
 as bench/run.py serves it. Halfway through each run, it counts the clients each worker of the default
-server holds (a keep-alive connection stays with the worker that accepted it). wrk (one thread,
+server holds (a keep-alive connection stays with the worker that accepted it, until a busier worker
+asks its client to reconnect: identity/balance.py). wrk (one thread,
 BENCH_CONNECTIONS connections, 8 by default, loopback only) runs GET and POST rounds on each,
 alternating which goes first; the p99 of each is the median over the rounds. The goals (issue 23):
 the default server's GET p99 at most 10 ms, its POST p99 within 3x the floor's.
@@ -162,8 +163,9 @@ def main():
             print(f"      plain Flask on the default server: p50/p99 {plain.p50_ms:.2f} / {plain.p99_ms:.2f}"
                   f" ms, {plain.rate:.1f} req/s; p99 per round {', '.join(f'{run.p99_ms:.2f}' for run in plain_runs)}"
                   f"; clients per worker {', '.join(map(_split, splits['plain', operation]))}")
-        print("      (A keep-alive client stays with the worker that accepted it; with more clients on one worker,")
-        print("      each waits for more of the others' requests: see docs/performance.md, The default server's tail.)")
+        print("      (A keep-alive client stays with the worker that accepted it until a busier worker asks it to")
+        print("      reconnect (identity/balance.py, the server's for both apps): see docs/performance.md,")
+        print("      The default server's tail.)")
         if errors:
             print(f"unexpected responses or socket errors: {errors}")
             return 1

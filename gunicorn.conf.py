@@ -252,7 +252,11 @@ def post_worker_init(worker):
         from identity.turns import Turns
 
         _turns.append(Turns())
-        _loads.append(WorkerLoads(os.environ[LOADS_FILE_VARIABLE]))
+        try:
+            _loads.append(WorkerLoads(os.environ[LOADS_FILE_VARIABLE]))
+        except (OSError, ValueError, RuntimeError) as error:  # the file gone, or more workers than slots
+            worker.log.warning("Keep-alive clients are not spread over the workers (%s); restart the server "
+                               "to make the file of their counts again", error)
     # The webhook deliverer runs in every worker (greenlets under gevent); the lease in the database
     # lets one at a time deliver, across workers and nodes (identity/background.py).
     background.start(worker.wsgi)

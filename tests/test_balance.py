@@ -1,6 +1,7 @@
 """Keep-alive clients spread evenly over the server's gevent workers (identity/balance.py)."""
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -139,3 +140,30 @@ def test_the_default_server_spreads_busy_keep_alive_clients_over_its_workers(dat
         server.stop()
     assert splits[-1] == [4, 4], f"clients per worker, every half second: {splits}"
     assert not failures
+
+
+def test_a_worker_that_cannot_open_the_file_of_counts_serves_unbalanced_and_says_so(database_path, tmp_path):
+    loads = tmp_path / "loads"  # given, so the master makes it there (and leaves it when it exits)
+    (tmp_path / "out").mkdir()
+    server = LiveServer(f"sqlite:///{database_path}", workers=2, env={balance.FILE_VARIABLE: str(loads)},
+                        output_dir=tmp_path / "out").start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(pids := worker_pids(server.process)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        loads.unlink()
+        os.kill(pids[0], signal.SIGKILL)  # its replacement finds no file
+        deadline = time.monotonic() + 30
+        while "Keep-alive clients are not spread" not in server.stderr() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        answers = [HTTPConnection("127.0.0.1", server.port, timeout=10) for _ in range(6)]
+        statuses = []
+        for connection in answers:
+            connection.request("GET", "/healthz")
+            statuses.append(connection.getresponse().status)
+            connection.close()
+    finally:
+        server.stop()
+    assert "Keep-alive clients are not spread over the workers" in server.stderr()
+    assert "Traceback" not in server.stderr()
+    assert statuses == [200] * 6

@@ -7,7 +7,7 @@ for all the others there (GET p99 10 ms at 4+4, 14 at 2+6, 21 at 0+8). gunicorn 
 moves a connection, and a hard cap per worker (worker_connections) would make a client wait for a slot.
 
 So each worker counts its busy clients (the connections that sent a request in the last WINDOW
-seconds) and publishes the count in a file the server's workers share (made by gunicorn.conf.py
+seconds, and more than one since they were opened) and publishes the count in a file the server's workers share (made by gunicorn.conf.py
 before they fork, a slot per worker). A worker with at least two busy clients more than the least
 busy worker asks one client to reconnect: its answer says `Connection: close` (gunicorn's own
 Request.force_close, which gthread uses for the same end), an ordinary end of a keep-alive
@@ -45,7 +45,7 @@ class WorkerLoads:
         self.file = open(path, "r+b")  # noqa: SIM115 - open for the worker's life
         self.map = mmap.mmap(self.file.fileno(), SLOT.size * SLOTS)
         self.slot = self._claim()
-        self.seen = {}  # connection -> time.monotonic() of its last request
+        self.seen = {}  # connection -> [time.monotonic() of its last request, its requests since]
         self.decide_at = 0.0
         self.shed_at = 0.0
         self.busy = 0
@@ -67,25 +67,32 @@ class WorkerLoads:
         """Count a request of `connection` (any key that names it while it lives, its client's address for
         one); True when its answer should ask the client to reconnect, to a less busy worker."""
         now = time.monotonic()
-        new = connection not in self.seen
-        self.seen[connection] = now
-        if new:  # the others see a client arrive at once; they see one leave at the next count
-            self.busy = len(self.seen)
-            self._publish(now)
+        seen = self.seen.get(connection)
+        if seen is None:
+            self.seen[connection] = [now, 1]
+        else:
+            seen[0] = now
+            seen[1] += 1
+            if seen[1] == 2:  # a client that keeps its connection: the others see it at once
+                self._count(now)
         if now < self.decide_at:
             return False
         self.decide_at = now + RECOUNT
-        since = now - WINDOW
-        self.seen = {connection: at for connection, at in self.seen.items() if at >= since}
-        self.busy = len(self.seen)
-        self._publish(now)
+        self.seen = {key: seen for key, seen in self.seen.items() if seen[0] >= now - WINDOW}
+        self._count(now)
         if now < self.shed_at or self.busy - self.least_busy_other(now) < 2:
             return False
         self.shed_at = now + SHED_PAUSE
         del self.seen[connection]
-        self.busy -= 1
-        self._publish(now)
+        self._count(now)
         return True
+
+    def _count(self, now):
+        # Busy: a connection with a second request in the window. One that carried a single request (a
+        # client that does not keep its connections, a health check) has most likely gone, and its next
+        # connection is the accepting worker's to take.
+        self.busy = sum(1 for _, requests in self.seen.values() if requests > 1)
+        self._publish(now)
 
     def _publish(self, now):
         SLOT.pack_into(self.map, self.slot * SLOT.size, self.pid, self.busy, now)

@@ -44,8 +44,8 @@ def requests(worker, clients, rounds=1):
 
 def test_a_worker_with_two_busy_clients_more_than_another_asks_one_to_reconnect(workers):
     busier, other = workers
-    requests(other, 3)
-    requests(busier, 5)
+    requests(other, 3, rounds=2)  # a client is busy from its second request on its connection
+    requests(busier, 5, rounds=2)
 
     assert requests(busier, 5).count(True) == 1
     assert not any(requests(other, 3))
@@ -54,10 +54,20 @@ def test_a_worker_with_two_busy_clients_more_than_another_asks_one_to_reconnect(
 
 @pytest.mark.parametrize(("first", "second"), [(4, 4), (4, 5), (1, 0)])
 def test_workers_within_one_client_of_each_other_ask_nobody(workers, first, second):
-    requests(workers[0], first)
-    requests(workers[1], second)
+    requests(workers[0], first, rounds=2)
+    requests(workers[1], second, rounds=2)
 
     assert not any(requests(workers[0], first, rounds=3) + requests(workers[1], second, rounds=3))
+
+
+def test_clients_that_send_one_request_per_connection_are_not_busy_clients(workers):
+    busier, other = workers
+    requests(other, 1, rounds=3)
+    for _ in range(3):  # a health check every round, each on a connection of its own
+        time.sleep(RECOUNT)
+        answers = [busier.should_reconnect(("check", time.monotonic(), number)) for number in range(5)]
+        assert not any(answers)
+    assert (busier.busy, other.busy) == (0, 1)
 
 
 def test_a_worker_alone_asks_nobody(loads_file):
@@ -73,7 +83,7 @@ def test_a_worker_that_has_had_no_request_for_a_while_counts_as_having_no_client
     monkeypatch.setattr(balance, "WINDOW", 4 * RECOUNT)
     time.sleep(4 * RECOUNT)  # idle's count, taken when it started, is older than that
 
-    assert requests(busier, 2, rounds=2).count(True) == 1
+    assert requests(busier, 2, rounds=3).count(True) == 1
 
 
 def test_the_slot_of_a_worker_that_died_is_nobody_s_and_goes_to_the_next_worker(loads_file, monkeypatch):
@@ -84,11 +94,11 @@ def test_the_slot_of_a_worker_that_died_is_nobody_s_and_goes_to_the_next_worker(
     monkeypatch.setattr(balance, "WINDOW", 4 * RECOUNT)
     time.sleep(4 * RECOUNT)  # its count is old: as if it had had no request since
     try:
-        assert not any(requests(alive, 3, rounds=2))  # a dead worker is not an idle one
+        assert not any(requests(alive, 3, rounds=3))  # a dead worker is not an idle one
         replacement = WorkerLoads(loads_file, pid=os.getppid())
         assert replacement.slot == left_behind.slot
         time.sleep(4 * RECOUNT)  # the replacement, alive with no client, is an idle worker
-        assert requests(alive, 3, rounds=2).count(True) == 1
+        assert requests(alive, 3, rounds=3).count(True) == 1
         replacement.close()
     finally:
         alive.close()

@@ -37,6 +37,9 @@ def statements(app):
 
     event.listen(engine, "checkout", watch)
     event.listen(engine, "checkin", unwatch)
+    # Every connection is checked out afresh, under watch: the pool's, and the one a process keeps for
+    # SQLite's one-statement reads (statements.HeldReads), which is released with the pool.
+    engine.dispose()
     yield sent
     event.remove(engine, "checkout", watch)
     event.remove(engine, "checkin", unwatch)

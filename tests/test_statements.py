@@ -3,15 +3,18 @@ the driver's connection (identity.extensions): the same rows and the same errors
 own way of running them, and no connection left in the pool without its busy timeout."""
 
 import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import insert, select, text
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
+from identity import service
 from identity.extensions import db, write_connection
 from identity.models import OFF_CHAIN, Change, Identity, User, new_id
-from identity.statements import insert_row
+from identity.statements import HeldReads, insert_row
 
 IDENTITIES, CHANGES, USERS = Identity.__table__, Change.__table__, User.__table__
 WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
@@ -116,3 +119,53 @@ def test_a_writer_that_waited_for_the_lock_and_gave_up_leaves_every_pooled_conne
         db.session.remove()
         assert pooled_busy_timeouts(app, 6) == [configured] * 6
     locker.close()
+
+
+def test_threads_that_read_at_once_each_get_their_row(app, client, create, user_key):
+    """On SQLite one connection is kept for one-statement reads; a thread that finds it in use reads on
+    a pooled one (statements.HeldReads)."""
+    ids = [create({"display_name": f"Read {number}"}).get_json()["identity_id"] for number in range(8)]
+    start = threading.Barrier(len(ids))
+
+    def read(identity_id):
+        with app.app_context():
+            start.wait()
+            return service.get_identity_row(identity_id)[0]
+
+    with ThreadPoolExecutor(len(ids)) as pool:
+        rows = list(pool.map(read, ids))
+
+    assert [row[IDENTITIES.c.keys().index("identity_id")] for row in rows] == ids
+
+
+def test_a_read_whose_connection_broke_fails_once_and_the_next_reads_again(app, client, create, user_key, database_url):
+    identity_id = create({"display_name": "Broken"}).get_json()["identity_id"]
+    with app.app_context():
+        assert service.get_identity_row(identity_id) is not None
+        engine = db.engine
+        # The database goes away under the process's connections (a server restarted, a file replaced).
+        for connection in [engine.raw_connection() for _ in range(3)]:
+            connection.invalidate()
+        if engine.dialect.name == "sqlite":
+            held = HeldReads.of(engine)
+            held.connection.dbapi_connection.close()
+        try:
+            service.get_identity_row(identity_id)
+        except DBAPIError:
+            pass  # at most once: the connection it was on is invalidated
+        assert service.get_identity_row(identity_id) is not None
+
+
+def test_a_disposed_engine_gives_the_kept_connection_back(app, client, create, user_key):
+    identity_id = create({"display_name": "Kept"}).get_json()["identity_id"]
+    with app.app_context():
+        engine = db.engine
+        if engine.dialect.name != "sqlite":
+            pytest.skip("only SQLite keeps a connection for one-statement reads")
+        service.get_identity_row(identity_id)
+        kept = HeldReads.of(engine).connection
+        assert kept is not None
+        engine.dispose()
+        assert HeldReads.of(engine).connection is None
+        assert kept.dbapi_connection is None  # closed, not left open behind a pool that is gone
+        assert service.get_identity_row(identity_id) is not None

@@ -7,13 +7,13 @@ for all the others there (GET p99 10 ms at 4+4, 14 at 2+6, 21 at 0+8). gunicorn 
 moves a connection, and a hard cap per worker (worker_connections) would make a client wait for a slot.
 
 So each worker counts its busy clients (the connections that sent a request in the last WINDOW
-seconds, and more than one since they were opened) and publishes the count in a file the server's workers share (made by gunicorn.conf.py
-before they fork, a slot per worker). A worker with at least two busy clients more than the least
-busy worker asks one client to reconnect: its answer says `Connection: close` (gunicorn's own
-Request.force_close, which gthread uses for the same end), an ordinary end of a keep-alive
-connection that every HTTP client handles. The client's next connection goes to whichever worker
-accepts it, and the next sheds again, at most once every SHED_PAUSE, until the counts differ by one
-at most. Balanced workers never close a connection.
+seconds, and more than one since they were first seen) and publishes the count in a file the
+server's workers share (made by gunicorn.conf.py before they fork, a slot per worker). A worker
+with at least two busy clients more than the least busy worker asks one of them to reconnect: its
+answer says `Connection: close` (gunicorn's own Request.force_close, which gthread uses for the
+same end), an ordinary end of a keep-alive connection that every HTTP client handles. The client's
+next connection goes to whichever worker accepts it, and the worker sheds again, at most once every
+SHED_PAUSE, until the counts differ by one at most. Balanced workers never close a connection.
 """
 
 import fcntl
@@ -80,8 +80,8 @@ class WorkerLoads:
         self.decide_at = now + RECOUNT
         self.seen = {key: seen for key, seen in self.seen.items() if seen[0] >= now - WINDOW}
         self._count(now)
-        if now < self.shed_at or self.busy - self.least_busy_other(now) < 2:
-            return False
+        if now < self.shed_at or self.seen[connection][1] < 2 or self.busy - self.least_busy_other(now) < 2:
+            return False  # (a connection on its first request is no kept-alive client to move)
         self.shed_at = now + SHED_PAUSE
         del self.seen[connection]
         self._count(now)

@@ -70,6 +70,17 @@ def test_clients_that_send_one_request_per_connection_are_not_busy_clients(worke
     assert (busier.busy, other.busy) == (0, 1)
 
 
+def test_the_client_asked_to_reconnect_is_one_that_keeps_its_connection(workers):
+    busier, other = workers
+    requests(other, 1, rounds=2)
+    requests(busier, 4, rounds=2)
+
+    time.sleep(RECOUNT)
+    assert not busier.should_reconnect(("new", 1))  # a first request: nothing kept to move
+    time.sleep(RECOUNT)
+    assert busier.should_reconnect((id(busier), 0))
+
+
 def test_a_worker_alone_asks_nobody(loads_file):
     alone = WorkerLoads(loads_file)
     try:

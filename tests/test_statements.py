@@ -156,12 +156,11 @@ def test_a_read_whose_connection_broke_fails_once_and_the_next_reads_again(app, 
         assert service.get_identity_row(identity_id) is not None
 
 
-def test_a_disposed_engine_gives_the_kept_connection_back(app, client, create, user_key):
+def test_a_disposed_engine_gives_the_kept_connection_back(app, client, create, user_key, database_path):
+    """(SQLite only, as database_path makes it: only SQLite keeps a connection for one-statement reads.)"""
     identity_id = create({"display_name": "Kept"}).get_json()["identity_id"]
     with app.app_context():
         engine = db.engine
-        if engine.dialect.name != "sqlite":
-            pytest.skip("only SQLite keeps a connection for one-statement reads")
         service.get_identity_row(identity_id)
         kept = HeldReads.of(engine).connection
         assert kept is not None

@@ -46,24 +46,10 @@ def read_one(statement, value):
         finally:
             held.lock.release()
     connection = _checkout(engine, sql, arguments)
-    # A server's connection is put in autocommit for the statement, so that no transaction is begun,
-    # and none is rolled back when it goes back to the pool.
-    autocommit = dialect.name != "sqlite"
     try:
-        if autocommit:
-            try:
-                dialect.set_isolation_level(connection.dbapi_connection, "AUTOCOMMIT")
-            except dialect.loaded_dbapi.Error as error:
-                connection.invalidate()
-                raise DBAPIError.instance(sql, arguments, error, dialect.loaded_dbapi.Error) from error
-        found = _read(connection, statement, dialect, sql, arguments)
-        if autocommit:
-            try:
-                dialect.reset_isolation_level(connection.dbapi_connection)
-            except dialect.loaded_dbapi.Error as error:
-                connection.invalidate()
-                raise DBAPIError.instance(sql, arguments, error, dialect.loaded_dbapi.Error) from error
-        return found
+        # SQLite's connections are in autocommit already (tune_sqlite); a server's is put in it for the
+        # statement, so that no transaction is begun, and none is rolled back when it goes back to the pool.
+        return _read(connection, statement, dialect, sql, arguments, autocommit=dialect.name != "sqlite")
     finally:
         connection.close()  # back to the pool
 
@@ -75,8 +61,8 @@ class HeldReads:
     A pool's checkout and return, with their locks, events and reset, cost a GET more than its
     statement: 17 µs in-process, about 5% of a gevent worker's time under load. SQLite's reads never
     yield to another greenlet, so under gevent the lock is never found taken; under threads, a read
-    that finds it taken checks a pooled connection out, as before. The connection goes back to the
-    pool when the engine is disposed, and a process made by fork opens its own.
+    that finds it taken checks a pooled connection out, as before. The connection is closed when the
+    engine is disposed, and a process made by fork opens its own.
     """
 
     def __init__(self, engine):
@@ -113,9 +99,11 @@ def _checkout(engine, sql, arguments):
         raise DBAPIError.instance(sql, arguments, error, dialect.loaded_dbapi.Error) from error
 
 
-def _read(connection, statement, dialect, sql, arguments):
+def _read(connection, statement, dialect, sql, arguments, autocommit=False):
     """The first row of `sql` on `connection` (a pool's DBAPI connection), with its converters."""
     try:
+        if autocommit:
+            dialect.set_isolation_level(connection.dbapi_connection, "AUTOCOMMIT")
         cursor = connection.cursor()
         try:
             cursor.execute(sql, arguments)
@@ -123,6 +111,8 @@ def _read(connection, statement, dialect, sql, arguments):
             return None if row is None else (row, _converters(statement, dialect, cursor.description))
         finally:
             cursor.close()
+            if autocommit:
+                dialect.reset_isolation_level(connection.dbapi_connection)
     except dialect.loaded_dbapi.Error as error:
         connection.invalidate()  # whatever broke, the next request gets a fresh connection
         raise DBAPIError.instance(sql, arguments, error, dialect.loaded_dbapi.Error) from error

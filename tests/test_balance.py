@@ -115,6 +115,14 @@ def test_the_slot_of_a_worker_that_died_is_nobody_s_and_goes_to_the_next_worker(
         alive.close()
 
 
+def both_workers(server, timeout=20):
+    """The pids of `server`'s two workers, once both have booted (the first answers before the second)."""
+    deadline = time.monotonic() + timeout
+    while len(pids := worker_pids(server.process)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return pids
+
+
 def test_the_default_server_spreads_busy_keep_alive_clients_over_its_workers(database_path):
     """8 clients connect at once to 2 workers and keep their connections busy: however the connections
     were first split, within seconds each worker holds 4, and no client meets an error."""
@@ -123,9 +131,7 @@ def test_the_default_server_spreads_busy_keep_alive_clients_over_its_workers(dat
     failures, closes = [], []
     try:
         port = server.port
-        deadline = time.monotonic() + 20  # both workers booted
-        while len(worker_pids(server.process)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        both_workers(server)
         barrier = threading.Barrier(8)
 
         def client():
@@ -169,9 +175,7 @@ def test_a_worker_that_cannot_open_the_file_of_counts_serves_unbalanced_and_says
     server = LiveServer(f"sqlite:///{database_path}", workers=2, env={balance.FILE_VARIABLE: str(loads)},
                         output_dir=tmp_path / "out").start()
     try:
-        deadline = time.monotonic() + 20
-        while len(pids := worker_pids(server.process)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        pids = both_workers(server)
         loads.unlink()
         os.kill(pids[0], signal.SIGKILL)  # its replacement finds no file
         deadline = time.monotonic() + 30

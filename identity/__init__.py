@@ -19,6 +19,7 @@ def create_app(config=None):
     from .config import database_url, engine_options, settings_from_env
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite, wait_for_writes_in_turn
+    from .segments import WholeResponses
 
     app = Flask(__name__, instance_relative_config=True)
     encoding.init_app(app)
@@ -54,4 +55,6 @@ def create_app(config=None):
     background.init_app(app)
     # `flask db copy` beside Flask-Migrate's own `db` commands (its group is the one `flask db` runs).
     migrate_commands.add_command(copy_database)
+    # Under gunicorn, a response of known length leaves in one TCP segment, not two (identity/segments.py).
+    app.wsgi_app = WholeResponses(app.wsgi_app)
     return app

@@ -1,0 +1,69 @@
+"""A response whose length is known leaves in one TCP segment, where gunicorn writes it in two.
+
+gunicorn sends a response's status line and headers with one write, then its body with another. It
+also sets TCP_NODELAY on every connection, so each write leaves at once as a segment of its own: two
+transmissions for a GET of a few hundred bytes, and a client that wakes up for each. Corking the
+connection (tcp(7)'s TCP_CORK) from the moment the app starts its response until the server closes
+it holds both writes in the kernel and sends them together, as nginx does with `tcp_nopush`. Under
+load (issue 23, two gevent workers and 8 clients on two cores, 12 interleaved rounds) it gave GET 4%
+more requests a second and a p99 6% lower.
+
+Only a response with a Content-Length is corked: a streamed one (an event stream, a long poll, an
+export) sends each part as it is made. The connection is uncorked when the server closes the
+response, whatever happened while it was written; a cork left on would cost the client at most 200 ms,
+after which the kernel sends what it holds. Outside gunicorn (the development server, the test
+client), or on a connection that is not TCP (a Unix socket behind a proxy), nothing changes.
+"""
+
+import socket
+
+from werkzeug.wsgi import ClosingIterator
+
+# The connection gunicorn serves the request on, in the environ of each request (its workers set it;
+# websocket libraries use it the same way).
+SOCKET = "gunicorn.socket"
+TCP_FAMILIES = frozenset({socket.AF_INET, socket.AF_INET6})
+TCP_CORK = getattr(socket, "TCP_CORK", None)  # Linux's; elsewhere, responses are left as they are
+
+
+class WholeResponses:
+    """WSGI middleware: `app.wsgi_app = WholeResponses(app.wsgi_app)` (Flask's documented way to wrap
+    an app in middleware)."""
+
+    def __init__(self, wsgi_app):
+        self.wsgi_app = wsgi_app
+
+    def __call__(self, environ, start_response):
+        connection = environ.get(SOCKET)
+        if connection is None or TCP_CORK is None or getattr(connection, "family", None) not in TCP_FAMILIES:
+            return self.wsgi_app(environ, start_response)
+        corked = []
+
+        def start_with_cork(status, headers, exc_info=None):
+            if not corked and any(name.lower() == "content-length" for name, _ in headers):
+                corked.append(_cork(connection, True))
+            return start_response(status, headers, exc_info)
+
+        def uncork():
+            if corked:
+                _cork(connection, False)
+
+        try:
+            body = self.wsgi_app(environ, start_with_cork)
+        except BaseException:
+            uncork()
+            raise
+        file_wrapper = environ.get("wsgi.file_wrapper")
+        if isinstance(file_wrapper, type) and isinstance(body, file_wrapper):
+            uncork()  # the server sends the file its own way (sendfile), which it recognises by this type
+            return body
+        return ClosingIterator(body, uncork)
+
+
+def _cork(connection, on):
+    """Set or clear TCP_CORK on `connection`; a connection the client has closed is left as it is."""
+    try:
+        connection.setsockopt(socket.IPPROTO_TCP, TCP_CORK, int(on))
+    except OSError:
+        pass
+    return on

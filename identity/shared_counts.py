@@ -33,7 +33,8 @@ SLOTS = 16_384  # 512 KiB
 PROBE = 8  # slots a name may use: 256 bytes, read and written under the lock in one go
 RUN = struct.Struct("<" + "16sdq" * PROBE)
 EMPTY = SLOT.pack(bytes(16), 0.0, 0)
-FRESH = 0.001  # seconds: how long get_expiry may answer from the window get read
+FRESH = 0.001  # seconds: how long get and get_expiry may answer from the window incr or get just saw
+UNSEEN = object()
 
 
 def create_counts_file(path, slots=SLOTS):
@@ -63,9 +64,10 @@ class SharedWindowCounts(Storage):
         self.starts = size // SLOT.size - PROBE + 1
         self.thread_lock = threading.Lock()
         self.digests = {}  # name -> (digest, byte offset of its run): the names are few and repeat
-        # limits reads a window as get(name), then get_expiry(name): the expiry read with the count
-        # (under one lock, a moment before) answers the second. Each thread's (greenlet's) own, and
-        # only for the call that comes next, within FRESH seconds.
+        # limits counts a request as incr(name), then reads its window as get(name), get_expiry(name):
+        # the window incr has just written answers get, and the window get read (under one lock, a
+        # moment before) answers get_expiry. Each thread's (greenlet's) own, within FRESH seconds, and
+        # until get_expiry has used it: a lock of the run, two system calls, saved by each answer.
         self.last_read = threading.local()
 
     @property
@@ -102,23 +104,19 @@ class SharedWindowCounts(Storage):
         now = time.time()
         self.lock(offset, RUN.size)
         try:
-            run = RUN.unpack_from(self.table, offset)
-            chosen = None
-            for index in range(PROBE):
-                slot_digest, slot_expiry, count = run[3 * index: 3 * index + 3]
-                if slot_digest == digest:
-                    if slot_expiry > now:
-                        count += amount
-                        SLOT.pack_into(self.table, offset + index * SLOT.size, digest, slot_expiry, count)
-                        return count
-                    chosen = index  # its window is over: it starts again here
-                    break
-                if chosen is None or (run[3 * chosen + 1] > now and slot_expiry < run[3 * chosen + 1]):
-                    chosen = index  # the first free slot, else the live one that expires first
-            SLOT.pack_into(self.table, offset + chosen * SLOT.size, digest, now + expiry, amount)
-            return amount
+            index, window = _counted(RUN.unpack_from(self.table, offset), digest, now, expiry, amount)
+            SLOT.pack_into(self.table, offset + index * SLOT.size, digest, *window)
         finally:
             self.unlock(offset, RUN.size)
+        self.last_read.window = (key, window, time.monotonic())
+        return window[1]
+
+    def recent(self, key):
+        """(expiry, count) of `key`'s window as this thread saw it within FRESH seconds, or UNSEEN."""
+        last = getattr(self.last_read, "window", None)
+        if last is not None and last[0] == key and time.monotonic() - last[2] < FRESH:
+            return last[1]
+        return UNSEEN
 
     def find(self, key):
         """(expiry, count) of `key`'s window, live or over, or None."""
@@ -134,15 +132,16 @@ class SharedWindowCounts(Storage):
         return None
 
     def get(self, key):
-        found = self.find(key)
-        self.last_read.window = (key, found, time.monotonic())
+        found = self.recent(key)
+        if found is UNSEEN:
+            found = self.find(key)
+            self.last_read.window = (key, found, time.monotonic())
         return found[1] if found is not None and found[0] > time.time() else 0
 
     def get_expiry(self, key):
-        last, self.last_read.window = getattr(self.last_read, "window", None), None
-        if last is not None and last[0] == key and time.monotonic() - last[2] < FRESH:
-            found = last[1]
-        else:
+        found = self.recent(key)
+        self.last_read.window = None
+        if found is UNSEEN:
             found = self.find(key)
         return found[0] if found is not None else time.time()
 
@@ -176,3 +175,19 @@ class SharedWindowCounts(Storage):
     def close(self):
         self.table.close()
         os.close(self.descriptor)
+
+
+def _counted(run, digest, now, expiry, amount):
+    """Where in `run` (a name's slots, unpacked) the count of `digest` goes once `amount` is added, and
+    its window then: (index, (expiry, count))."""
+    chosen = None
+    for index in range(PROBE):
+        slot_digest, slot_expiry, count = run[3 * index: 3 * index + 3]
+        if slot_digest == digest:
+            if slot_expiry > now:
+                return index, (slot_expiry, count + amount)
+            chosen = index  # its window is over: it starts again here
+            break
+        if chosen is None or (run[3 * chosen + 1] > now and slot_expiry < run[3 * chosen + 1]):
+            chosen = index  # the first free slot, else the live one that expires first
+    return chosen, (now + expiry, amount)

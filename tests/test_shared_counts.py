@@ -207,3 +207,19 @@ def test_a_windows_expiry_read_after_its_count_is_the_one_of_the_window_now(coun
     assert counts.get("gone") == 1
     counts.clear("gone")
     assert counts.get_expiry("gone") == pytest.approx(time.time(), abs=1)
+
+
+def test_a_window_read_right_after_a_count_is_the_one_that_count_wrote(counts_file, counts):
+    # limits reads a request's window (get, get_expiry) right after counting it (incr): the window that
+    # count wrote answers, without a lock of the table, even when another worker counted meanwhile;
+    # once FRESH has passed, the table answers.
+    other_worker = SharedWindowCounts(counts_file)
+    try:
+        assert counts.incr("k", 60) == 1
+        other_worker.incr("k", 60)
+        assert counts.get("k") == 1
+        assert counts.get_expiry("k") > time.time() + 59
+        time.sleep(FRESH * 2)
+        assert counts.get("k") == 2
+    finally:
+        other_worker.close()

@@ -17,8 +17,6 @@ client), or on a connection that is not TCP (a Unix socket behind a proxy), noth
 
 import socket
 
-from werkzeug.wsgi import ClosingIterator
-
 # The connection gunicorn serves the request on, in the environ of each request (its workers set it;
 # websocket libraries use it the same way).
 SOCKET = "gunicorn.socket"
@@ -44,20 +42,44 @@ class WholeResponses:
                 corked.append(_cork(connection, True))
             return start_response(status, headers, exc_info)
 
-        def uncork():
-            if corked:
-                _cork(connection, False)
-
         try:
             body = self.wsgi_app(environ, start_with_cork)
         except BaseException:
-            uncork()
+            if corked:
+                _cork(connection, False)
             raise
+        if not corked:
+            return body
         file_wrapper = environ.get("wsgi.file_wrapper")
         if isinstance(file_wrapper, type) and isinstance(body, file_wrapper):
-            uncork()  # the server sends the file its own way (sendfile), which it recognises by this type
+            _cork(connection, False)  # the server sends a file its own way (sendfile), known by this type
             return body
-        return ClosingIterator(body, uncork)
+        return UncorkedOnClose(body, connection)
+
+
+class UncorkedOnClose:
+    """A response's body, as the app gave it, that uncorks its connection once the server closes it.
+
+    (werkzeug's ClosingIterator does the same, at the price of a typing subscript each time one is made:
+    0.4% of a gevent worker's time under load.)
+    """
+
+    __slots__ = ("body", "connection")
+
+    def __init__(self, body, connection):
+        self.body = body
+        self.connection = connection
+
+    def __iter__(self):
+        return iter(self.body)
+
+    def close(self):
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            _cork(self.connection, False)
 
 
 def _cork(connection, on):

@@ -95,6 +95,23 @@ def test_a_response_of_known_length_leaves_in_one_segment(connection):
     assert received(client, len(response)) == response  # the same bytes
 
 
+def test_the_body_the_app_gave_is_closed_before_the_connection_is_uncorked(connection):
+    server, _ = connection
+    seen_at_close = []
+
+    class Body(list):
+        def close(self):
+            seen_at_close.append(corked(server))
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Length", str(len(BODY)))])
+        return Body([BODY])
+
+    assert serve(WholeResponses(app), server) == [True]
+    assert seen_at_close == [True]  # closed once, while its bytes were still held
+    assert not corked(server)
+
+
 def test_a_streamed_response_sends_each_part_as_it_is_written(connection):
     server, client = connection
     before = segments(server)

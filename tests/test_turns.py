@@ -33,24 +33,6 @@ def test_a_connection_with_its_next_request_ready_goes_behind_those_waiting(turn
     assert not turns.waiting
 
 
-def test_a_request_that_came_while_its_connection_waited_goes_without_another_turn_of_the_loop(turns):
-    """Its connection let the loop poll since its last turn: nothing that arrived before it is left unread."""
-    served = []
-
-    def connection():
-        turns.take()  # its first request: one turn of the loop
-        served.append("first")
-        gevent.sleep(0.01)  # waits for its next request, and the loop polls
-        other = gevent.spawn(served.append, "ready meanwhile")  # runs at the loop's next turn
-        turns.take()
-        served.append("second")
-        other.join()
-
-    gevent.spawn(connection).join(timeout=5)
-
-    assert served == ["first", "second", "ready meanwhile"]
-
-
 def test_a_request_that_waits_lets_the_next_one_go(turns):
     change = Event()
     served = []

@@ -12,7 +12,8 @@ Only a response with a Content-Length is corked: a streamed one (an event stream
 export) sends each part as it is made. The connection is uncorked when the server closes the
 response, whatever happened while it was written; a cork left on would cost the client at most 200 ms,
 after which the kernel sends what it holds. Outside gunicorn (the development server, the test
-client), or on a connection that is not TCP (a Unix socket behind a proxy), nothing changes.
+client), on a connection that is not TCP (a Unix socket behind a proxy), or on an HTTP/2 connection
+(which carries other requests' responses meanwhile), nothing changes.
 """
 
 import socket
@@ -33,7 +34,12 @@ class WholeResponses:
 
     def __call__(self, environ, start_response):
         connection = environ.get(SOCKET)
-        if connection is None or TCP_CORK is None or getattr(connection, "family", None) not in TCP_FAMILIES:
+        if (
+            connection is None
+            or TCP_CORK is None
+            or getattr(connection, "family", None) not in TCP_FAMILIES
+            or not environ.get("SERVER_PROTOCOL", "").startswith("HTTP/1.")  # HTTP/2 shares it among streams
+        ):
             return self.wsgi_app(environ, start_response)
         corked = []
 

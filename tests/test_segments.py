@@ -52,12 +52,12 @@ def streamed(environ, start_response):
     yield b"data: 2\n\n"
 
 
-def serve(app, server):
+def serve(app, server, protocol="HTTP/1.1"):
     """Answer a GET with `app` as gunicorn's workers write a response: its status line and headers with
     one write, before the first part of the body, each part with a write of its own, then the body
     closed. Returns, for each part, whether the connection was corked once it was written."""
     environ = EnvironBuilder(path="/").get_environ()
-    environ[SOCKET] = server
+    environ.update({SOCKET: server, "SERVER_PROTOCOL": protocol})
     started = []
     body = app(environ, lambda status, headers, exc_info=None: started.append((status, headers)))
     corked_after = []
@@ -118,6 +118,12 @@ def test_a_streamed_response_sends_each_part_as_it_is_written(connection):
     assert serve(WholeResponses(streamed), server) == [False, False]
     assert segments(server) - before == 3  # the headers, then each event
     assert received(client, 1).startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_an_http2_connection_is_never_corked(connection):
+    # Its one TCP connection carries the frames of other requests' responses while this one is written.
+    server, _ = connection
+    assert serve(WholeResponses(whole), server, protocol="HTTP/2.0") == [False]
 
 
 def test_the_connection_is_uncorked_when_the_app_fails(connection):

@@ -43,24 +43,22 @@ from identity.shared_counts import create_counts_file  # noqa: E402
 
 _settings = settings_from_env()
 
-# Rate limits counted in memory are shared by this server's workers: each maps one file of counts
-# (identity/shared_counts.py), made here in the master before any worker forks, in a fresh directory
+# Files the workers share, each made here in the master before any worker forks, in a fresh directory
 # in TMPDIR if it is set, else in /dev/shm (memory, whose pages are never written back to a disk),
-# and removed when the server exits. (The variable survives a reload, which runs this file again.)
-if not os.environ.get(COUNTS_FILE_VARIABLE):
-    _shm = "/dev/shm" if not os.environ.get("TMPDIR") and os.access("/dev/shm", os.W_OK | os.X_OK) else None
-    os.environ[COUNTS_FILE_VARIABLE] = os.environ["IDENTITY_OWN_COUNTS_FILE"] = os.path.join(
-        tempfile.mkdtemp(prefix="identity-ratelimit-", dir=_shm), "counts"
-    )
-if not os.path.exists(os.environ[COUNTS_FILE_VARIABLE]):
-    create_counts_file(os.environ[COUNTS_FILE_VARIABLE])
-# The busy clients of each worker (identity/balance.py), in a file of the same kind, made the same way.
-if not os.environ.get(LOADS_FILE_VARIABLE):
-    os.environ[LOADS_FILE_VARIABLE] = os.environ["IDENTITY_OWN_WORKER_LOADS_FILE"] = os.path.join(
-        tempfile.mkdtemp(prefix="identity-workers-", dir=_shm), "loads"
-    )
-if not os.path.exists(os.environ[LOADS_FILE_VARIABLE]):
-    create_loads_file(os.environ[LOADS_FILE_VARIABLE])
+# and removed when the server exits. Each is named by an environment variable, which survives a
+# reload (which runs this file again); a second one says that this server made it.
+_SHARED_DIR = "/dev/shm" if not os.environ.get("TMPDIR") and os.access("/dev/shm", os.W_OK | os.X_OK) else None
+_SHARED_FILES = (
+    # Rate limits counted in memory, shared by this server's workers (identity/shared_counts.py).
+    (COUNTS_FILE_VARIABLE, "IDENTITY_OWN_COUNTS_FILE", "identity-ratelimit-", "counts", create_counts_file),
+    # The busy clients of each worker (identity/balance.py).
+    (LOADS_FILE_VARIABLE, "IDENTITY_OWN_WORKER_LOADS_FILE", "identity-workers-", "loads", create_loads_file),
+)
+for _variable, _own, _prefix, _name, _create in _SHARED_FILES:
+    if not os.environ.get(_variable):
+        os.environ[_variable] = os.environ[_own] = os.path.join(tempfile.mkdtemp(prefix=_prefix, dir=_SHARED_DIR), _name)
+    if not os.path.exists(os.environ[_variable]):
+        _create(os.environ[_variable])
 
 
 def _env_int(name, default):
@@ -335,9 +333,6 @@ def on_exit(server):
     directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     if directory == os.environ.get("IDENTITY_OWN_METRICS_DIR"):
         shutil.rmtree(directory, ignore_errors=True)
-    counts = os.environ[COUNTS_FILE_VARIABLE]
-    if counts == os.environ.get("IDENTITY_OWN_COUNTS_FILE"):
-        shutil.rmtree(os.path.dirname(counts), ignore_errors=True)
-    loads = os.environ[LOADS_FILE_VARIABLE]
-    if loads == os.environ.get("IDENTITY_OWN_WORKER_LOADS_FILE"):
-        shutil.rmtree(os.path.dirname(loads), ignore_errors=True)
+    for variable, own, *_ in _SHARED_FILES:
+        if os.environ[variable] == os.environ.get(own):
+            shutil.rmtree(os.path.dirname(os.environ[variable]), ignore_errors=True)

@@ -322,11 +322,13 @@ class Run:
         return self.requests / self.seconds
 
 
-def wrk(server, operation, key, source, seconds):
-    """One bounded wrk run of `operation` ("get" or "post") against `server`."""
+def wrk(server, operation, key, source, seconds, check=False):
+    """One bounded wrk run of `operation` ("get" or "post") against `server`; with `check`, every
+    response's status is checked, not only told 2xx/3xx from the others (see bench/load.lua)."""
     assert server.url.startswith(f"http://{HOST}:")
     command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--timeout", "5s", "--latency",
-               "-s", str(LOAD_SCRIPT), server.url, "--", operation, key, str(source), str(secrets.randbits(30))]
+               "-s", str(LOAD_SCRIPT), server.url, "--", operation, key, str(source), str(secrets.randbits(30)),
+               *(["check"] if check else [])]
     result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
     lines = [line for line in result.stdout.splitlines() if line.startswith("BENCH_JSON ")]
     if result.returncode != 0 or not lines:
@@ -343,10 +345,21 @@ def wrk(server, operation, key, source, seconds):
     )
 
 
-def load(server, operation, key, ids_file, seconds, tag):
+def load(server, operation, key, ids_file, seconds, tag, check=False):
     """GET picks ids from `ids_file`; POST sends bodies made unique by `tag` and a random part."""
     source = ids_file if operation == "get" else f"{tag}-{secrets.token_hex(4)}"
-    return wrk(server, operation, key, source, seconds)
+    return wrk(server, operation, key, source, seconds, check)
+
+
+def warm(server, operation, key, ids_file, seconds, tag):
+    """A load run before the measured ones, which checks every response's status: the measured runs
+    tell only 2xx/3xx from the others, which costs wrk less CPU (bench/load.lua)."""
+    run = load(server, operation, key, ids_file, seconds, tag, check=True)
+    if run.errors:
+        raise RuntimeError(f"{server.name}: {run.errors} of {run.requests} {operation.upper()}s in the warm-up "
+                           f"failed or had another status than {200 if operation == 'get' else 201}; "
+                           f"see {server.log_path}")
+    return run
 
 
 def combined(runs):
@@ -432,7 +445,7 @@ def print_memory(snapshots):
 def warm_up(targets, ids_files, key, operations):
     for operation in operations:
         for name, server in targets.items():
-            load(server, operation.lower(), key, ids_files[name], WARMUP, f"warmup-{name}")
+            warm(server, operation.lower(), key, ids_files[name], WARMUP, f"warmup-{name}")
 
 
 def alternate(targets, ids_files, key, operations, rounds, after_round=None):

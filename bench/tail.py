@@ -46,6 +46,7 @@ from bench.run import (  # noqa: E402 - the same seeding, servers and wrk runs a
     seed_through_the_project,
     stop_process_group,
     wait_until_ready,
+    warm,
     worker_pids,
     write_ids,
 )
@@ -130,7 +131,7 @@ def main():
             f"wrk -t1 -c{CONNECTIONS}, {ROUNDS} rounds x {SECONDS} s, {IDENTITIES:,} identities")
         for name, server in targets.items():
             for operation in ("get", "post"):
-                load(server, operation, key, ids_file, WARMUP, f"warm-{name}")
+                warm(server, operation, key, ids_file, WARMUP, f"warm-{name}")
         results = {(name, operation): [] for name in targets for operation in ("get", "post")}
         splits = {(name, operation): [] for name in ("default", "plain") for operation in ("get", "post")}
         for round_number in range(ROUNDS):

@@ -4,6 +4,7 @@ so `make bench` compares like with like."""
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -169,3 +170,50 @@ def test_the_tail_benchmark_counts_the_clients_each_worker_holds():
         finally:
             for connection in clients + accepted:
                 connection.close()
+
+
+@pytest.fixture
+def status_server(tmp_path):
+    """A threaded HTTP server on loopback that answers every request with the status it is told."""
+    import threading
+    from types import SimpleNamespace
+
+    from werkzeug.serving import make_server
+
+    from bench.run import HOST
+
+    answer = {"status": "200 OK"}
+
+    def app(environ, start_response):
+        start_response(answer["status"], [("Content-Length", "2")])
+        return [b"{}"]
+
+    server = make_server(HOST, 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    ids = tmp_path / "ids.txt"
+    ids.write_text("a\nb\n")
+    yield SimpleNamespace(url=f"http://{HOST}:{server.server_port}", name="status", log_path=tmp_path / "log",
+                          answer=answer, ids=ids)
+    server.shutdown()
+    thread.join()
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (.ci/run installs it)")
+def test_the_load_checks_every_status_in_the_warm_up_and_counts_only_failures_when_measuring(status_server):
+    """bench/load.lua: measured runs leave each response's status to wrk, which counts what is not
+    2xx or 3xx; a warm-up checks that each one is exactly the status expected, and stops the bench."""
+    from bench.run import load, warm
+
+    server = status_server
+    assert load(server, "get", "key", server.ids, 1, "t", check=True).errors == 0
+    server.answer["status"] = "204 No Content"  # a success, but not a GET's 200
+    unchecked = load(server, "get", "key", server.ids, 1, "t")
+    assert unchecked.requests > 0 and unchecked.errors == 0
+    checked = load(server, "get", "key", server.ids, 1, "t", check=True)
+    assert checked.errors == checked.requests > 0
+    with pytest.raises(RuntimeError, match="another status than 200"):
+        warm(server, "get", "key", server.ids, 1, "t")
+    server.answer["status"] = "503 Service Unavailable"
+    failing = load(server, "get", "key", server.ids, 1, "t")
+    assert failing.errors == failing.requests > 0

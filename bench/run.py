@@ -558,7 +558,7 @@ def main():
 
         errors = all_errors(results, scale_results)
         print()
-        print(f"Errors (socket errors and responses other than 200/201): {errors}")
+        print(f"Errors (socket errors and responses not 2xx/3xx; each warm-up found only 200s and 201s): {errors}")
         print(f"Benchmark took {time.monotonic() - started:.0f} s")
     finally:
         for server in servers:

@@ -307,7 +307,7 @@ def pre_request(worker, req):
         if loads.should_reconnect(req.peer_addr):
             req.force_close()
     for turns in _turns:
-        turns.take()
+        turns.take(req.method)
 
 
 def freeze_loaded_objects():

@@ -17,12 +17,13 @@ def turns():
     return Turns()
 
 
-def test_a_connection_with_its_next_request_ready_goes_behind_those_waiting(turns):
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_connection_with_its_next_request_ready_goes_behind_those_waiting(turns, method):
     served = []
 
     def connection(name, requests):
         for _ in range(requests):
-            turns.take()
+            turns.take(method)
             served.append(name)  # answered without yielding, as a GET on SQLite is
 
     busy = gevent.spawn(connection, "busy", 3)
@@ -31,6 +32,56 @@ def test_a_connection_with_its_next_request_ready_goes_behind_those_waiting(turn
 
     assert served == ["busy", "a", "b", "busy", "busy"]
     assert not turns.waiting
+
+
+def _second_request_after_a_poll(turns, method):
+    """A connection's two requests, the loop polling while it waits for the second; what was served, in order."""
+    served = []
+
+    def connection():
+        turns.take(method)  # its first request: one turn of the loop
+        served.append("first")
+        gevent.sleep(0.01)  # waits for its next request, and the loop polls
+        other = gevent.spawn(served.append, "ready meanwhile")  # runs at the loop's next turn
+        turns.take(method)
+        served.append("second")
+        other.join()
+
+    gevent.spawn(connection).join(timeout=5)
+    return served
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_read_that_came_while_its_connection_waited_goes_without_another_turn_of_the_loop(turns, method):
+    """Its connection let the loop poll since its last turn: nothing that arrived before it is left unread."""
+    assert _second_request_after_a_poll(turns, method) == ["first", "second", "ready meanwhile"]
+
+
+@pytest.mark.parametrize("method", ["POST", "PATCH", "DELETE"])
+def test_a_request_that_may_write_takes_its_turn_of_the_loop_even_so(turns, method):
+    """A writer woken by the release of the writers' lock runs before a request that may ask for it."""
+    assert _second_request_after_a_poll(turns, method) == ["first", "ready meanwhile", "second"]
+
+
+def test_a_woken_writer_gets_the_writers_lock_before_a_write_that_came_after_it(turns):
+    """gevent's lock goes to whoever asks first after a release; the turn lets the writer it woke ask first."""
+    from gevent.lock import RLock
+
+    writers, order = RLock(), []
+
+    def write(name):
+        turns.take("POST")
+        with writers:
+            order.append(name)
+            gevent.sleep(0.001)  # a write that waits (for SQLite's lock): the loop polls, others queue
+
+    def connection():
+        write("first")
+        write("second")  # its next request was there already
+
+    gevent.joinall([gevent.spawn(connection), gevent.spawn(write, "queued")], timeout=5, raise_error=True)
+
+    assert order == ["first", "queued", "second"]
 
 
 def test_a_request_that_waits_lets_the_next_one_go(turns):

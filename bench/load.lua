@@ -4,7 +4,7 @@
 -- done() prints one JSON line that bench/run.py reads. wrk itself counts every response that is not
 -- 2xx or 3xx; with `check` (the warm-up runs), a response other than 200 (GET) or 201 (POST) also
 -- counts as unexpected. Only then is response() defined: wrk hands every response's headers and
--- body to it once it exists, which took a third of wrk's CPU, and wrk shares the machine's cores with
+-- body to it once it exists, which took a quarter of wrk's CPU, and wrk shares the machine's cores with
 -- the server it measures. For the same reason every GET request is formatted once, here in init().
 
 local threads = {}

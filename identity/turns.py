@@ -55,9 +55,10 @@ class Turns:
     def _count_poll(self):
         self.polls += 1
 
-    def take(self, method="POST"):
+    def take(self, method=None):
         """Wait until every request read before this one has had its turn, and the loop has read what
-        arrived since; then return, the turn taken. `method` is the request's."""
+        arrived since; then return, the turn taken. `method` is the request's: without one, the request
+        may write, and takes the turn of the loop every time."""
         turn = Event()
         self.waiting.append(turn)
         connection = gevent.getcurrent()

@@ -158,11 +158,15 @@ def main():
                   f" {ratio:>8.2f}x   {default.rate:>13.1f} {floor.rate:>11.1f}   {goal}: {'met' if met else 'NOT met'}")
             print(f"      p99 per round: default {', '.join(f'{run.p99_ms:.2f}' for run in results['default', operation])}"
                   f";  floor {', '.join(f'{run.p99_ms:.2f}' for run in results['floor', operation])}")
+            # The p99 follows the rate, and the rate the machine's minute: each round's rate beside its p99.
+            print(f"      req/s per round: default {_rates(results['default', operation])};  "
+                  f"floor {_rates(results['floor', operation])}")
             print(f"      default's clients per worker, per round: {', '.join(map(_split, splits['default', operation]))}")
             plain_runs = results["plain", operation]
             plain = combined(plain_runs)
             print(f"      plain Flask on the default server: p50/p99 {plain.p50_ms:.2f} / {plain.p99_ms:.2f}"
                   f" ms, {plain.rate:.1f} req/s; p99 per round {', '.join(f'{run.p99_ms:.2f}' for run in plain_runs)}"
+                  f"; req/s per round {_rates(plain_runs)}"
                   f"; clients per worker {', '.join(map(_split, splits['plain', operation]))}")
         print("      (A keep-alive client stays with the worker that accepted it until a busier worker asks it to")
         print("      reconnect (identity/balance.py, the server's for both apps): see docs/performance.md,")
@@ -175,6 +179,10 @@ def main():
         for server in servers:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _rates(runs):
+    return ", ".join(f"{run.rate:.0f}" for run in runs)
 
 
 def _split(counts):

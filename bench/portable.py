@@ -3,7 +3,7 @@
 Each step runs as its own `flask` process on a fresh SQLite database (import fills it from generated
 export lines), and is measured by its wall time and its peak RSS (the children's ru_maxrss). Goals
 (the contract): export 50,000/s, import 10,000/s on SQLite, snapshot 20,000/s, peak RSS under 200 MB.
-BENCH_PORTABLE_N sets the number of identities; BENCH_SKIP_1M=1 makes it 20,000 for a quick run.
+BENCH_PORTABLE_N sets the number of identities; BENCH_SKIP_1M=1 or BENCH_QUICK=1 makes it 20,000.
 """
 
 import os
@@ -25,6 +25,8 @@ from identity.wallets import checksum_wallet  # noqa: E402
 
 GOALS = {"export": 50_000, "import": 10_000, "snapshot": 20_000}
 MAX_RSS_MB = 200
+# A step's CPU less the start-up's counts only when it is more than this share of the start-up's.
+STARTUP_NOISE = 0.25
 WALLETS = [checksum_wallet(f"0x{n:040x}") for n in range(1, 101)]
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -99,7 +101,8 @@ def flask(database_url, *args, stdin=None):
 
 
 def main():
-    count = int(os.environ.get("BENCH_PORTABLE_N") or (20_000 if os.environ.get("BENCH_SKIP_1M") else 1_000_000))
+    quick = os.environ.get("BENCH_SKIP_1M") or os.environ.get("BENCH_QUICK") == "1"
+    count = int(os.environ.get("BENCH_PORTABLE_N") or (20_000 if quick else 1_000_000))
     with tempfile.TemporaryDirectory(prefix="bench-portable-") as folder:
         folder = Path(folder)
         lines = folder / "identities.jsonl"
@@ -120,13 +123,28 @@ def main():
           f"(its start-up, {startup:.1f} s of CPU, is left out of the CPU rate):")
     print("  the wall rate counts the start-up and whatever else the machine runs; the CPU rate is one free core's")
     for step, seconds, cpu, rss in figures:
-        rate, cpu_rate = count / seconds, count / max(cpu - startup, 1e-3)
-        verdict = "ok" if max(rate, cpu_rate) >= GOALS[step] else "BELOW GOAL"
+        rate, cpu_rate, verdict = step_rates(count, seconds, cpu, startup, GOALS[step])
         memory = "ok" if rss < MAX_RSS_MB else "ABOVE GOAL"
-        print(f"  {step:9} {rate:8,.0f}/s wall ({seconds:6.1f} s)  {cpu_rate:8,.0f}/s of CPU  "
+        of_cpu = f"{cpu_rate:8,.0f}/s of CPU" if cpu_rate is not None else "   n/a of CPU (within its start-up's)"
+        print(f"  {step:9} {rate:8,.0f}/s wall ({seconds:6.1f} s)  {of_cpu}  "
               f"(goal {GOALS[step]:,}/s, {verdict})   peak RSS {rss:4.0f} MB (goal under {MAX_RSS_MB} MB, {memory})")
     if same is not None:
         print(f"  round trip: export of the import {'equals' if same else 'DIFFERS FROM'} the generated lines")
+
+
+def step_rates(count, seconds, cpu, startup, goal):
+    """(rows a second by the wall clock, rows a second of the step's own CPU or None, the verdict).
+
+    The step's own CPU is its process's less the start-up's, measured once by another process. When
+    the step's CPU is not clearly more than that (a small run: 20,000 rows export in less CPU than
+    Python and the app take to start), the difference is noise, and no CPU rate is given: the wall
+    rate alone is judged against the goal.
+    """
+    rate = count / seconds
+    own = cpu - startup
+    cpu_rate = count / own if own > STARTUP_NOISE * startup else None
+    verdict = "ok" if max(rate, cpu_rate or 0.0) >= goal else "BELOW GOAL"
+    return rate, cpu_rate, verdict
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.run import SKIP_SCALE  # noqa: E402 - BENCH_QUICK=1 or BENCH_SKIP_1M=1: no 1,000,000 part
 from identity import content  # noqa: E402
 from identity.wallets import checksum_wallet  # noqa: E402
 
@@ -101,8 +102,7 @@ def flask(database_url, *args, stdin=None):
 
 
 def main():
-    quick = os.environ.get("BENCH_SKIP_1M") or os.environ.get("BENCH_QUICK") == "1"
-    count = int(os.environ.get("BENCH_PORTABLE_N") or (20_000 if quick else 1_000_000))
+    count = int(os.environ.get("BENCH_PORTABLE_N") or (20_000 if SKIP_SCALE else 1_000_000))
     with tempfile.TemporaryDirectory(prefix="bench-portable-") as folder:
         folder = Path(folder)
         lines = folder / "identities.jsonl"

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from flask import current_app
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
+from gevent import monkey
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import DeclarativeBase
@@ -116,7 +117,10 @@ def write_transaction(wait=True):
         yield from _committed(session)
         return
     with _in_turn(writers) as deadline:
-        _wait_for_the_write_lock(lambda: _begin_writing(session), deadline)
+        if deadline is None:  # SQLite's busy handler waits (see _in_turn)
+            session.connection(execution_options={WRITE: True})
+        else:
+            _wait_for_the_write_lock(lambda: _begin_writing(session), deadline)
         yield from _committed(session)
 
 
@@ -135,9 +139,13 @@ def write_connection():
             yield connection
         return
     with _in_turn(writers) as deadline, engine.connect() as connection:
-        # Asked again on the same connection while another holds the lock: its busy timeout is set once.
-        connection.execution_options(**{WRITE: True, NO_WAIT: True})
-        _wait_for_the_write_lock(connection.begin, deadline)
+        if deadline is None:  # SQLite's busy handler waits (see _in_turn)
+            connection.execution_options(**{WRITE: True})
+            connection.begin()
+        else:
+            # Asked again on the same connection while another holds the lock: its busy timeout is set once.
+            connection.execution_options(**{WRITE: True, NO_WAIT: True})
+            _wait_for_the_write_lock(connection.begin, deadline)
         try:
             yield connection
             connection.commit()
@@ -149,11 +157,22 @@ def write_connection():
 @contextmanager
 def _in_turn(writers):
     """Hold `writers` (see wait_for_writes_in_turn) for the block; it gets the deadline of its wait for
-    SQLite's lock: both waits together last at most the busy timeout."""
+    SQLite's lock (both waits together last at most the busy timeout), or None where SQLite's own busy
+    handler is to wait for it, for the whole busy timeout.
+
+    SQLite's busy handler sleeps inside the C call, with the GIL released: under a sync worker or
+    threads nothing else of the process needs the thread meanwhile, and the wait costs no CPU. Only
+    under gevent's worker, whose greenlets share the thread, would that sleep stop every other
+    request of the worker (see _wait_for_the_write_lock). Where a writer of this process had to wait
+    here first, part of the busy timeout is spent: _wait_for_the_write_lock keeps to what is left.
+    """
     # One writer of this process at a time waits for SQLite's lock and writes; the others wait here,
     # in turn and without a cost (a gevent lock under gevent's worker, a thread lock elsewhere).
-    deadline = time.monotonic() + current_app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"] / 1000
-    if not writers.acquire(timeout=max(deadline - time.monotonic(), 0)):
+    timeout = current_app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"] / 1000
+    deadline = time.monotonic() + timeout
+    if writers.acquire(blocking=False):
+        deadline = deadline if monkey.is_module_patched("time") else None
+    elif not writers.acquire(timeout=timeout):
         raise OperationalError("BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked"))
     try:
         yield deadline

@@ -4,11 +4,12 @@ own way of running them, and no connection left in the pool without its busy tim
 
 import sqlite3
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import insert, select, text
+from sqlalchemy import event, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from identity import service
@@ -119,6 +120,34 @@ def test_a_writer_that_waited_for_the_lock_and_gave_up_leaves_every_pooled_conne
         db.session.remove()
         assert pooled_busy_timeouts(app, 6) == [configured] * 6
     locker.close()
+
+
+@pytest.mark.sqlite_only
+def test_outside_gevent_a_writer_waits_for_the_lock_in_sqlite_without_asking_again(app, database_url):
+    """Under threads or a sync worker, SQLite's busy handler waits for another process's write lock,
+    with the GIL released: the writer asks for the lock once, and writes when it is free. (Under
+    gevent's worker it asks again and again, between cooperative pauses: tests/test_faults.py.)"""
+    locker = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None, check_same_thread=False)
+    asked = []
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()  # every connection from here on is traced: each statement SQLite starts
+        event.listen(db.engine, "connect", lambda connection, _record: connection.set_trace_callback(asked.append))
+        locker.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(0.4, locker.rollback)
+        release.start()
+        started = time.monotonic()
+        try:
+            with write_connection() as connection:
+                insert_row(connection, USERS, a_user())
+        finally:
+            release.join()
+        waited, begun = time.monotonic() - started, asked.count("BEGIN IMMEDIATE")
+        assert db.session.execute(select(USERS.c.wallet)).scalar_one() == WALLET
+        db.session.remove()
+    locker.close()
+    assert waited >= 0.35
+    assert begun == 1
 
 
 def test_threads_that_read_at_once_each_get_their_row(app, client, create, user_key):

@@ -30,6 +30,18 @@ def test_sqlite_runs_in_wal_with_foreign_keys_and_a_busy_timeout(app):
         assert db.session.execute(text("PRAGMA busy_timeout")).scalar() == app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"]
 
 
+@pytest.mark.sqlite_only
+def test_sqlite_hands_out_the_connection_used_last(app):
+    """Its page cache is the likeliest to be valid still (identity.config.engine_options)."""
+    with app.app_context():
+        first, second = db.engine.connect(), db.engine.connect()
+        used_last = second.connection.dbapi_connection
+        first.close()
+        second.close()
+        with db.engine.connect() as again:
+            assert again.connection.dbapi_connection is used_last
+
+
 def _not_a_search_index(name, type_, parent_names):
     # The search indexes (migration 0002) are the database's own kind, which no model describes:
     # SQLite FTS5 tables and their shadow tables, PostgreSQL GIN indexes on an expression or opclass.

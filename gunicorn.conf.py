@@ -15,18 +15,22 @@ import signal
 import socket
 import struct
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+# The folders this server makes are held by its processes; those that a server killed outright left
+# behind are removed when another starts (identity/server_files.py, which imports no metrics).
+from identity.server_files import make_server_folder, sweep_left_behind  # noqa: E402
 
 # prometheus_client picks its multiprocess mode when it is first imported, so the directory must be
 # in the environment, and exist, before anything imports it: here, in the master, before the import
 # of identity below and before any worker forks. Without one given, a fresh directory is made, and
 # removed when the server exits. (The marker survives a reload, which runs this file again.)
 if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ["IDENTITY_OWN_METRICS_DIR"] = tempfile.mkdtemp(
-        prefix="identity-metrics-"
+    sweep_left_behind("identity-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ["IDENTITY_OWN_METRICS_DIR"] = make_server_folder(
+        "identity-metrics-"
     )
 Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
@@ -45,7 +49,7 @@ _settings = settings_from_env()
 
 # Files the workers share, each made here in the master before any worker forks, in a fresh directory
 # in TMPDIR if it is set, else in /dev/shm (memory, whose pages are never written back to a disk),
-# and removed when the server exits. Each is named by an environment variable, which survives a
+# and removed when the server exits (or, if it is killed outright, when the next one starts). Each is named by an environment variable, which survives a
 # reload (which runs this file again); a second one says that this server made it.
 _SHARED_DIR = "/dev/shm" if not os.environ.get("TMPDIR") and os.access("/dev/shm", os.W_OK | os.X_OK) else None
 _SHARED_FILES = (
@@ -56,7 +60,8 @@ _SHARED_FILES = (
 )
 for _variable, _own, _prefix, _name, _create in _SHARED_FILES:
     if not os.environ.get(_variable):
-        os.environ[_variable] = os.environ[_own] = os.path.join(tempfile.mkdtemp(prefix=_prefix, dir=_SHARED_DIR), _name)
+        sweep_left_behind(_prefix, _SHARED_DIR)
+        os.environ[_variable] = os.environ[_own] = os.path.join(make_server_folder(_prefix, _SHARED_DIR), _name)
     if not os.path.exists(os.environ[_variable]):
         _create(os.environ[_variable])
 

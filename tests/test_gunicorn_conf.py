@@ -170,3 +170,32 @@ def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdo
     # SIGTERM: a graceful shutdown, and the exit hook ran.
     assert server.process.returncode == 0
     assert not any(path.exists() for path in made)
+
+
+def test_the_folders_of_a_server_killed_outright_are_removed_when_the_next_one_starts(database_path, issue_key, tmp_path):
+    # A SIGKILL runs no exit hook: the folders stay until another server sees that nobody holds them.
+    # A server still running keeps its own. (TMPDIR is this test's: other suites' servers use the shared one.)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {"PROMETHEUS_MULTIPROC_DIR": "", "TMPDIR": str(temporary)}
+
+    def folders():
+        return {path for kind in ("metrics", "ratelimit", "workers") for path in temporary.glob(f"identity-{kind}-*")}
+
+    crashed = LiveServer(f"sqlite:///{database_path}", workers=1, env=env).start()
+    crashed.kill()
+    crashed.process.wait(timeout=30)
+    left = folders()
+    assert len(left) == 3
+    running = LiveServer(f"sqlite:///{database_path}", workers=1, env=env).start()
+    try:
+        kept = folders()
+        assert not kept & left
+        assert len(kept) == 3
+        later = LiveServer(f"sqlite:///{database_path}", workers=1, env=env).start()
+        later.stop()
+        assert requests.get(running.url + "/metrics", timeout=10).status_code == 200
+        assert folders() == kept
+    finally:
+        running.stop()
+    assert folders() == set()

@@ -14,11 +14,13 @@ With --post each app answers POST /identity of bodies no app has seen (a create 
 database that grows as they write; the order of the apps alternates from run to run.
 """
 
+import atexit
 import cProfile
 import io
 import logging
 import os
 import pstats
+import shutil
 import sys
 import tempfile
 import time
@@ -134,15 +136,22 @@ def profile_by_layer(app, environs, count):
     return {layer: spent / total for layer, spent in sorted(layers.items(), key=lambda item: -item[1])}
 
 
+def _removed_at_exit(directory):
+    """`directory`, removed with all it holds when the run ends (the creates' database grows to 100 MB)."""
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
+
+
 def main():
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="layers-metrics-"))
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _removed_at_exit(tempfile.mkdtemp(prefix="layers-metrics-"))
     os.environ["IDENTITY_RATELIMIT_READ"] = os.environ["IDENTITY_RATELIMIT_CREATE"] = "100000000/minute"
     from bench import plain
     from bench.floor import Floor
     from identity import create_app
     from identity.logs import logging_config
 
-    directory = tempfile.mkdtemp(prefix="identity-layers-")
+    directory = _removed_at_exit(tempfile.mkdtemp(prefix="identity-layers-"))
     url, key, ids = seeded_database(directory)
     # After the seeding: its migrations configure logging from alembic.ini (the root logger at WARNING),
     # which would silence the access line. The logs are the server's, as gunicorn.conf.py sets them.

@@ -185,11 +185,14 @@ def test_sigterm_ends_open_streams_at_once_and_the_server_exits(database_path, a
     assert [next(each) for each in lines] == [": ok"] * 5
     started = time.monotonic()
     os.killpg(server.process.pid, signal.SIGTERM)
-    for each in lines:
-        assert list(each) == []  # the stream ended, without waiting for a heartbeat
-    ended = time.monotonic() - started
-    server.process.wait(timeout=60)
-    exited = time.monotonic() - started
+    try:
+        for each in lines:
+            assert list(each) == []  # the stream ended, without waiting for a heartbeat
+        ended = time.monotonic() - started
+        server.process.wait(timeout=60)
+        exited = time.monotonic() - started
+    finally:
+        server.stop()  # its log folder goes (and the server, if it has not exited)
     assert server.process.returncode == 0
     # gunicorn would wait graceful_timeout (30 s) for streams that stayed open.
     # Open streams would hold the stop for graceful_timeout (60 s here), the drain a few seconds at most.

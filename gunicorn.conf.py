@@ -21,7 +21,7 @@ from pathlib import Path
 
 # The folders this server makes are held by its processes; those that a server killed outright left
 # behind are removed when another starts (identity/server_files.py, which imports no metrics).
-from identity.server_files import make_server_folder, sweep_left_behind  # noqa: E402
+from identity.server_files import make_server_folder, sweep_left_behind
 
 # prometheus_client picks its multiprocess mode when it is first imported, so the directory must be
 # in the environment, and exist, before anything imports it: here, in the master, before the import
@@ -49,8 +49,9 @@ _settings = settings_from_env()
 
 # Files the workers share, each made here in the master before any worker forks, in a fresh directory
 # in TMPDIR if it is set, else in /dev/shm (memory, whose pages are never written back to a disk),
-# and removed when the server exits (or, if it is killed outright, when the next one starts). Each is named by an environment variable, which survives a
-# reload (which runs this file again); a second one says that this server made it.
+# and removed when the server exits (or, if it is killed outright, when the next one starts). Each
+# is named by an environment variable, which survives a reload (which runs this file again); a
+# second one says that this server made it.
 _SHARED_DIR = "/dev/shm" if not os.environ.get("TMPDIR") and os.access("/dev/shm", os.W_OK | os.X_OK) else None
 _SHARED_FILES = (
     # Rate limits counted in memory, shared by this server's workers (identity/shared_counts.py).

@@ -14,13 +14,11 @@ With --post each app answers POST /identity of bodies no app has seen (a create 
 database that grows as they write; the order of the apps alternates from run to run.
 """
 
-import atexit
 import cProfile
 import io
 import logging
 import os
 import pstats
-import shutil
 import sys
 import tempfile
 import time
@@ -136,23 +134,20 @@ def profile_by_layer(app, environs, count):
     return {layer: spent / total for layer, spent in sorted(layers.items(), key=lambda item: -item[1])}
 
 
-def _removed_at_exit(directory):
-    """`directory`, removed with all it holds when the run ends (the creates' database grows to 100 MB)."""
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    return directory
-
-
 def main():
+    # The folders made here go when main returns (the creates' database grows to 100 MB).
+    metrics = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _removed_at_exit(tempfile.mkdtemp(prefix="layers-metrics-"))
+        metrics = tempfile.TemporaryDirectory(prefix="layers-metrics-", ignore_cleanup_errors=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics.name
     os.environ["IDENTITY_RATELIMIT_READ"] = os.environ["IDENTITY_RATELIMIT_CREATE"] = "100000000/minute"
     from bench import plain
     from bench.floor import Floor
     from identity import create_app
     from identity.logs import logging_config
 
-    directory = _removed_at_exit(tempfile.mkdtemp(prefix="identity-layers-"))
-    url, key, ids = seeded_database(directory)
+    folder = tempfile.TemporaryDirectory(prefix="identity-layers-", ignore_cleanup_errors=True)
+    url, key, ids = seeded_database(folder.name)
     # After the seeding: its migrations configure logging from alembic.ini (the root logger at WARNING),
     # which would silence the access line. The logs are the server's, as gunicorn.conf.py sets them.
     logging.config.dictConfig(logging_config())

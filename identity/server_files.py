@@ -19,19 +19,18 @@ import tempfile
 # A folder with this file in it was locked by its server before the file was made: one without it
 # (made by an earlier version, which took no lock, or being made at this moment) is never swept.
 HELD_MARKER = "held-by-its-server"
-# The folders' descriptors: open for the life of the process, each holding its lock.
-_HELD = []
 
 
 def make_server_folder(prefix, directory=None):
     """A fresh folder (tempfile.mkdtemp's) in `directory`, held by this process and its children until
     they all exit; returns its path."""
     path = tempfile.mkdtemp(prefix=prefix, dir=directory)
+    # Never closed: the descriptor, and its lock, last as long as the process (a bare descriptor is
+    # not closed by the garbage collector, as a file object would be).
     descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(descriptor, fcntl.LOCK_SH)
     # Kept across gunicorn's re-exec (USR2), whose new master goes on using the folders it inherits.
     os.set_inheritable(descriptor, True)
-    _HELD.append(descriptor)
     with open(os.path.join(path, HELD_MARKER), "w"):
         pass
     return path

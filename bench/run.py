@@ -38,7 +38,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -316,10 +316,58 @@ class Run:
     p50_ms: float
     p99_ms: float
     errors: int
+    # Where the time went (see Usage): the server's workers' CPU and bytes written to storage, and the
+    # machine's idle and I/O-wait time, during the run; None where /proc could not tell.
+    usage: "Usage | None" = None
 
     @property
     def rate(self):
         return self.requests / self.seconds
+
+
+@dataclass
+class Usage:
+    """What a server's workers and the machine did over a span of time, from /proc (Linux).
+
+    A throughput ratio alone does not say whether the project lost to the CPU its requests cost or to
+    the machine (its disk, another process's load): the same code's CPU per request moved by half
+    from one round to the next on a shared machine. Beside each ratio, `make bench` prints the CPU per
+    request, which is the project's own doing, and the share of the machine left idle or waiting
+    for the disk, which is not.
+    """
+
+    cpu_seconds: float  # the workers' user + system time
+    written_bytes: int  # what the workers' write calls wrote: the database, its WAL, the log (wchar, /proc/<pid>/io)
+    machine_seconds: float  # all cores' time
+    idle_seconds: float
+    iowait_seconds: float
+
+    def __sub__(self, earlier):
+        return Usage(*(mine - theirs for mine, theirs in zip(astuple(self), astuple(earlier), strict=True)))
+
+    def __add__(self, other):
+        return Usage(*(mine + theirs for mine, theirs in zip(astuple(self), astuple(other), strict=True)))
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def usage_now(pids):
+    """The Usage of processes `pids` and of the machine so far, or None where /proc cannot tell."""
+    try:
+        cpu, written = 0, 0
+        for pid in pids:
+            # proc(5): the fields after the command's closing parenthesis; utime and stime are 14th and 15th.
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu += int(fields[11]) + int(fields[12])
+            io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+            written += int(io["wchar"])
+        # The first line of /proc/stat: user nice system idle iowait irq softirq steal, in ticks.
+        machine = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+    return Usage(cpu / CLOCK_TICKS, written, sum(machine[:8]) / CLOCK_TICKS, machine[3] / CLOCK_TICKS,
+                 machine[4] / CLOCK_TICKS)
 
 
 def wrk(server, operation, key, source, seconds, check=False):
@@ -370,6 +418,7 @@ def combined(runs):
         p50_ms=statistics.median(run.p50_ms for run in runs),
         p99_ms=statistics.median(run.p99_ms for run in runs),
         errors=sum(run.errors for run in runs),
+        usage=None if any(run.usage is None for run in runs) else sum((run.usage for run in runs[1:]), runs[0].usage),
     )
 
 
@@ -421,12 +470,33 @@ def print_table(results):
         print(f"{operation:<5} project / plain Flask {project.rate / plain.rate:5.2f} (goal >= {GOALS[operation]:.2f}; "
               f"per round {rounds});  project / floor {project.rate / floor.rate:5.2f};  "
               f"plain Flask / floor {plain.rate / floor.rate:5.2f}")
+    print_usage(results)
     print()
     print("Per round (req/s, p50 ms, p99 ms):")
     for operation in ("GET", "POST"):
         for name in TARGETS:
             cells = "  ".join(f"{run.rate:7.1f} {run.p50_ms:6.2f} {run.p99_ms:7.2f}" for run in results[operation][name])
             print(f"  {operation:<5} {name:<8} {cells}")
+
+
+def print_usage(results):
+    """The workers' CPU and writes per request, and how busy the machine was, for each target (see Usage)."""
+    print()
+    print("Where the time went: the workers' CPU per request (user + system) and bytes their write calls wrote per")
+    print("request (database, WAL, log); the machine's cores idle, or waiting for the disk, while each target ran:")
+    for operation in ("GET", "POST"):
+        usages = {name: combined(results[operation][name]) for name in TARGETS}
+        if any(run.usage is None for run in usages.values()):
+            print(f"  {operation:<5} n/a (no /proc to read)")
+            continue
+        for name, run in usages.items():
+            usage = run.usage
+            print(f"  {operation:<5} {name:<8} CPU {usage.cpu_seconds / run.requests * 1e3:6.3f} ms   "
+                  f"written {usage.written_bytes / run.requests / 1024:6.1f} KiB   "
+                  f"idle {100 * usage.idle_seconds / usage.machine_seconds:4.1f}%   "
+                  f"I/O wait {100 * usage.iowait_seconds / usage.machine_seconds:4.1f}%")
+        project, plain = (usages[name].usage.cpu_seconds / usages[name].requests for name in ("project", "plain"))
+        print(f"  {operation:<5} CPU per request, project / plain Flask: {project / plain:.2f}")
 
 
 def print_memory(snapshots):
@@ -457,7 +527,12 @@ def alternate(targets, ids_files, key, operations, rounds, after_round=None):
         say(f"round {number + 1}/{rounds}: {' then '.join(order)}")
         for operation in operations:
             for name in order:
+                pids = targets[name].workers()
+                before = usage_now(pids)
                 run = load(targets[name], operation.lower(), key, ids_files[name], SECONDS, f"{name}-r{number}")
+                after = usage_now(pids)
+                if before is not None and after is not None:
+                    run.usage = after - before
                 results[operation][name].append(run)
         if after_round:
             after_round()

@@ -172,6 +172,38 @@ def test_the_tail_benchmark_counts_the_clients_each_worker_holds():
                 connection.close()
 
 
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/<pid>/io")
+def test_the_benchmark_reads_what_a_worker_spent_and_wrote(tmp_path):
+    """bench/run.py's Usage: a process's CPU and the bytes of its write calls between two readings,
+    beside the machine's time, so that `make bench` can say where a ratio's time went."""
+    from bench.run import usage_now
+
+    target = tmp_path / "written"
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "sys.stdin.readline()\n"
+         "end = time.process_time() + 0.3\n"
+         "while time.process_time() < end: pass\n"
+         f"open({str(target)!r}, 'wb').write(bytes(1 << 20))\n"
+         "print('done', flush=True)\n"
+         "sys.stdin.readline()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        before = usage_now([worker.pid])
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+        assert worker.stdout.readline() == "done\n"
+        spent = usage_now([worker.pid]) - before
+    finally:
+        worker.communicate("end\n", timeout=10)
+    assert 0.25 <= spent.cpu_seconds < 5
+    assert spent.written_bytes >= 1 << 20
+    assert spent.machine_seconds >= spent.idle_seconds + spent.iowait_seconds >= 0
+    assert (spent + spent).cpu_seconds == 2 * spent.cpu_seconds
+    assert usage_now([worker.pid]) is None  # the process is gone: nothing to tell
+
+
 @pytest.fixture
 def status_server(tmp_path):
     """A threaded HTTP server on loopback that answers every request with the status it is told."""

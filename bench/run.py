@@ -399,6 +399,23 @@ def load(server, operation, key, ids_file, seconds, tag, check=False):
     return wrk(server, operation, key, source, seconds, check)
 
 
+def load_with_usage(server, operation, key, ids_file, seconds, tag):
+    """load(), with the Usage of the server's workers and of the machine over the run (None where it
+    cannot be read, or a worker was replaced meanwhile)."""
+    pids = server.workers()
+    before = usage_now(pids)
+    run = load(server, operation, key, ids_file, seconds, tag)
+    after = usage_now(pids)
+    if before is not None and after is not None:
+        run.usage = after - before
+    return run
+
+
+def cpu_ms_per_request(run):
+    """The workers' CPU per request of `run` (see Usage), in ms; None where it is not known."""
+    return None if run.usage is None or not run.requests else run.usage.cpu_seconds / run.requests * 1e3
+
+
 def warm(server, operation, key, ids_file, seconds, tag):
     """A load run before the measured ones, which checks every response's status: the measured runs
     tell only 2xx/3xx from the others, which costs wrk less CPU (bench/load.lua)."""
@@ -491,11 +508,11 @@ def print_usage(results):
             continue
         for name, run in usages.items():
             usage = run.usage
-            print(f"  {operation:<5} {name:<8} CPU {usage.cpu_seconds / run.requests * 1e3:6.3f} ms   "
+            print(f"  {operation:<5} {name:<8} CPU {cpu_ms_per_request(run):6.3f} ms   "
                   f"written {usage.written_bytes / run.requests / 1024:6.1f} KiB   "
                   f"idle {100 * usage.idle_seconds / usage.machine_seconds:4.1f}%   "
                   f"I/O wait {100 * usage.iowait_seconds / usage.machine_seconds:4.1f}%")
-        project, plain = (usages[name].usage.cpu_seconds / usages[name].requests for name in ("project", "plain"))
+        project, plain = (cpu_ms_per_request(usages[name]) for name in ("project", "plain"))
         print(f"  {operation:<5} CPU per request, project / plain Flask: {project / plain:.2f}")
 
 
@@ -527,12 +544,8 @@ def alternate(targets, ids_files, key, operations, rounds, after_round=None):
         say(f"round {number + 1}/{rounds}: {' then '.join(order)}")
         for operation in operations:
             for name in order:
-                pids = targets[name].workers()
-                before = usage_now(pids)
-                run = load(targets[name], operation.lower(), key, ids_files[name], SECONDS, f"{name}-r{number}")
-                after = usage_now(pids)
-                if before is not None and after is not None:
-                    run.usage = after - before
+                run = load_with_usage(targets[name], operation.lower(), key, ids_files[name], SECONDS,
+                                      f"{name}-r{number}")
                 results[operation][name].append(run)
         if after_round:
             after_round()

@@ -39,9 +39,10 @@ from bench.run import (  # noqa: E402 - the same seeding, servers and wrk runs a
     checkpoint,
     clients_per_worker,
     combined,
+    cpu_ms_per_request,
     flask_cli,
     free_port,
-    load,
+    load_with_usage,
     say,
     seed_through_the_project,
     stop_process_group,
@@ -101,7 +102,7 @@ def load_and_split(server, operation, key, ids_file, seconds, tag):
     timer = threading.Timer(seconds / 2, lambda: split.extend(clients_per_worker(server.port, server.workers())))
     timer.start()
     try:
-        return load(server, operation, key, ids_file, seconds, tag), split
+        return load_with_usage(server, operation, key, ids_file, seconds, tag), split
     finally:
         timer.cancel()
 
@@ -162,6 +163,10 @@ def main():
             print(f"      req/s per round: default {_rates(results['default', operation])};  "
                   f"floor {_rates(results['floor', operation])}")
             print(f"      default's clients per worker, per round: {', '.join(map(_split, splits['default', operation]))}")
+            # The p99 is some requests' worth of the workers' CPU: how much CPU each request cost them.
+            print(f"      workers' CPU per request (user + system): default {_cpu(results['default', operation])}, "
+                  f"plain Flask on the default server {_cpu(results['plain', operation])}, "
+                  f"floor {_cpu(results['floor', operation])}")
             plain_runs = results["plain", operation]
             plain = combined(plain_runs)
             print(f"      plain Flask on the default server: p50/p99 {plain.p50_ms:.2f} / {plain.p99_ms:.2f}"
@@ -183,6 +188,11 @@ def main():
 
 def _rates(runs):
     return ", ".join(f"{run.rate:.0f}" for run in runs)
+
+
+def _cpu(runs):
+    cpu = cpu_ms_per_request(combined(runs))
+    return "n/a" if cpu is None else f"{cpu:.3f} ms"
 
 
 def _split(counts):

@@ -316,8 +316,8 @@ class Run:
     p50_ms: float
     p99_ms: float
     errors: int
-    # Where the time went (see Usage): the server's workers' CPU and bytes written to storage, and the
-    # machine's idle and I/O-wait time, during the run; None where /proc could not tell.
+    # Where the time went (see Usage): the server's workers' CPU and what their write calls wrote, and
+    # the machine's idle and I/O-wait time, during the run; None where /proc could not tell.
     usage: "Usage | None" = None
 
     @property
@@ -503,8 +503,8 @@ def print_usage(results):
     print("request (database, WAL, log); the machine's cores idle, or waiting for the disk, while each target ran:")
     for operation in ("GET", "POST"):
         usages = {name: combined(results[operation][name]) for name in TARGETS}
-        if any(run.usage is None for run in usages.values()):
-            print(f"  {operation:<5} n/a (no /proc to read)")
+        if any(cpu_ms_per_request(run) is None for run in usages.values()):
+            print(f"  {operation:<5} n/a (no /proc to read, or no request answered)")
             continue
         for name, run in usages.items():
             usage = run.usage
@@ -513,7 +513,8 @@ def print_usage(results):
                   f"idle {100 * usage.idle_seconds / usage.machine_seconds:4.1f}%   "
                   f"I/O wait {100 * usage.iowait_seconds / usage.machine_seconds:4.1f}%")
         project, plain = (cpu_ms_per_request(usages[name]) for name in ("project", "plain"))
-        print(f"  {operation:<5} CPU per request, project / plain Flask: {project / plain:.2f}")
+        if plain:
+            print(f"  {operation:<5} CPU per request, project / plain Flask: {project / plain:.2f}")
 
 
 def print_memory(snapshots):

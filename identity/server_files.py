@@ -62,9 +62,8 @@ def _unheld(path):
         return False
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
     except OSError:
         return False  # a process of its server holds it
-    else:
-        return True
     finally:
         os.close(descriptor)  # the lock, if taken, goes with it

@@ -249,3 +249,43 @@ def test_the_load_checks_every_status_in_the_warm_up_and_counts_only_failures_wh
     server.answer["status"] = "503 Service Unavailable"
     failing = load(server, "get", "key", server.ids, 1, "t")
     assert failing.errors == failing.requests > 0
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (.ci/run installs it)")
+def test_the_instruction_count_is_the_requests_own_work_and_the_same_from_run_to_run():
+    """bench/instructions.py: the difference of two runs, over the difference of their counts, is what
+    one request (here a loop of a given length) costs; start-up cancels out, and the figure repeats."""
+    from bench.instructions import per_request
+
+    def loop(length):
+        return [sys.executable, "-c", f"import sys\nfor _ in range(int(sys.argv[1]) * {length}): pass"]
+
+    once, again, twice = per_request(loop(2000), (1, 3)), per_request(loop(2000), (1, 3)), per_request(loop(4000), (1, 3))
+    assert once > 2000  # a few instructions for each turn of the loop, and nothing of the interpreter's start-up
+    assert abs(again - once) / once < 0.01
+    assert 1.9 < twice / once < 2.1
+
+
+@pytest.fixture(scope="module")
+def instruction_seed(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("instructions")
+    subprocess.run([sys.executable, "-c", f"from bench.instructions import seed; seed({str(folder)!r}, 3)"],
+                   check=True, capture_output=True, cwd=Path(__file__).resolve().parent.parent, timeout=120)
+    return folder
+
+
+@pytest.mark.parametrize(("target", "operation", "variant"), [
+    ("floor", "post", "-"), ("plain", "get", "-"), ("project", "get", "limits"),
+    *(("project", "post", layer) for layer in ("-", "log", "metrics", "limits", "load", "dump")),
+    *(("project", "snippet", name) for name in ("connect", "raw_connect", "exec", "driver", "nothing")),
+])
+def test_each_measurement_of_the_instruction_bench_answers_its_requests(instruction_seed, target, operation, variant):
+    """What bench/instructions.py runs under valgrind, run here without it: every request it sends gets
+    its 200 or 201 with the layer taken out (bench.layers.call raises on any other status)."""
+    env = {key: value for key, value in os.environ.items() if key != "PROMETHEUS_MULTIPROC_DIR"}
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(instruction_seed)
+    result = subprocess.run(
+        [sys.executable, "bench/instructions.py", "--child", str(instruction_seed), target, operation, variant, "3"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent, timeout=120, env=env,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]

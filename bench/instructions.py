@@ -1,0 +1,211 @@
+"""What a request costs in instructions, counted by valgrind: a figure that does not move with the machine.
+
+CPU time per request swings by up to half from one run to the next on a shared machine (the same
+code, docs/performance.md, "What moves the ratios"); the number of instructions a process executes
+does not. valgrind's cachegrind counts them (user space only: the kernel's side of a write, such as
+SQLite's commit to the WAL, is not in it). Each figure is the difference between two runs of the same
+process, one answering N1 requests and one N2, divided by N2 - N1: start-up, imports and the warm-up
+cancel out, and what is left is the requests' own work. Two runs of it agree to within 0.1%.
+
+It prints, for GET and POST (a create each), the instructions per request of the bare floor, of plain
+Flask doing the floor's work and of the project; then what each of the project's layers costs a
+create, measured by taking it out alone (the access line, the metrics, the rate limit, the body's
+validation, the response's dump), GET and POST; then what SQLAlchemy's Connection costs per use, beside the driver.
+
+    .venv/bin/python bench/instructions.py        # about 8 minutes on 2 cores; needs valgrind
+
+It is a diagnosis, not a target: `make bench` does not run it.
+"""
+
+import json
+import logging
+import logging.config
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+COUNTS = {"get": (100, 400), "post": (50, 150), "snippet": (200, 600)}
+WARM = 30
+# Each of the project's layers, taken out alone for one measurement: {name: (what it is, the operations
+# it has a part in)}. A GET's body is dumped once for each state of its row (identity.representation).
+LAYERS = {
+    "log": ("the access line (logging)", ("get", "post")),
+    "metrics": ("the metrics (prometheus_client)", ("get", "post")),
+    "limits": ("the rate limit (limits)", ("get", "post")),
+    "load": ("the body's validation (marshmallow load)", ("post",)),
+    "dump": ("the response's dump (marshmallow dump)", ("post",)),
+}
+# SQLAlchemy's own work per use, beside the driver's: {name: (what it is, statement)}, run in an app context.
+SNIPPETS = {
+    "connect": ("Engine.connect() and close()", "with engine.connect():\n    pass"),
+    "raw_connect": ("Engine.raw_connection() and close() (the pool alone)", "engine.raw_connection().close()"),
+    "exec": ("Connection.exec_driver_sql('SELECT 1')", "connection.exec_driver_sql('SELECT 1')"),
+    "driver": ("the driver's own execute('SELECT 1')", "dbapi.execute('SELECT 1')"),
+    "nothing": ("nothing (the loop itself)", "pass"),
+}
+_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def instruction_refs(valgrind_output):
+    """The total of instructions executed ("I refs") in cachegrind's summary; None if absent."""
+    found = _REFS.search(valgrind_output)
+    return None if found is None else int(found.group(1).replace(",", ""))
+
+
+def per_request(command, counts, environ=None):
+    """Instructions per request of `command` (a list, run under cachegrind with the request count
+    appended): the difference between its runs at counts[0] and counts[1], over their difference."""
+    totals = []
+    for count in counts:
+        result = subprocess.run(
+            ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *command, str(count)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0", **(environ or {})},
+        )
+        refs = instruction_refs(result.stderr)
+        if result.returncode != 0 or refs is None:
+            raise RuntimeError(f"{' '.join(command)} {count} failed under valgrind:\n{result.stderr[-2000:]}")
+        totals.append(refs)
+    return (totals[1] - totals[0]) / (counts[1] - counts[0])
+
+
+def seed(folder, count=200):
+    """The database every measurement starts from (a copy each): bench/layers.py's, in `folder`."""
+    from bench.layers import seeded_database
+
+    _url, key, ids = seeded_database(folder, count)
+    Path(folder, "seed.json").write_text(json.dumps({"key": key, "ids": ids}))
+
+
+def child(seed_folder, target, operation, variant, count):
+    """Under valgrind: answer `count` requests (after WARM) with `target`, one layer taken out (variant)."""
+    os.environ["IDENTITY_RATELIMIT_READ"] = os.environ["IDENTITY_RATELIMIT_CREATE"] = "100000000/minute"
+    from bench.layers import call, environ_for, post_environs
+
+    seed = json.loads(Path(seed_folder, "seed.json").read_text())
+    work = tempfile.mkdtemp(prefix="identity-instructions-")
+    shutil.copy(Path(seed_folder, "layers.db"), work)
+    url = f"sqlite:///{work}/layers.db"
+    from identity.logs import logging_config
+
+    logging.config.dictConfig(logging_config())
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - open until the process ends
+    for name in ("", "identity.access"):
+        for handler in logging.getLogger(name).handlers:
+            handler.setStream(devnull)
+    app = _app(target, url, variant)
+    if operation == "snippet":
+        return _snippet(app, variant, count)
+    key, ids = seed["key"], seed["ids"]
+    # Both runs make the environs of the larger count: only the requests answered differ.
+    most = COUNTS[operation][1]
+    if operation == "post":
+        warm, environs = post_environs(key, WARM, "warm"), post_environs(key, most, "measured")
+    else:
+        warm = [environ_for(f"/identity/{ids[n % len(ids)]}", key) for n in range(WARM)]
+        environs = [environ_for(f"/identity/{ids[n % len(ids)]}", key) for n in range(most)]
+    for environ in warm + environs[:count]:
+        call(app, environ)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _app(target, url, variant):
+    from bench import plain
+    from bench.floor import Floor
+
+    if target == "floor":
+        return Floor(url.removeprefix("sqlite:///"))
+    if target == "plain":
+        return plain.create_app(Floor(url.removeprefix("sqlite:///")))
+    from identity import create_app
+
+    app = create_app({"DATABASE_URL": url, **({"IDENTITY_METRICS_ENABLED": False} if variant == "metrics" else {})})
+    # The other layers are taken out in this process alone, for the measurement: the service has no switch for them.
+    if variant == "log":
+        logging.getLogger("identity.access").disabled = True
+    elif variant == "limits":
+        from identity import limits
+
+        with app.app_context():
+            window = limits.rate_limits(app).spend("create", "instructions")
+        limits.RateLimits.spend = lambda _self, _budget, _key_id: window
+    elif variant == "load":
+        from identity.schemas import identity_create_schema
+
+        identity_create_schema.load = lambda data, **_options: data  # the bodies sent are valid
+    elif variant == "dump":
+        from identity.schemas import identity_schema
+
+        identity_schema.dump = lambda obj, **_options: {"identity_id": obj["identity_id"]}
+    return app
+
+
+def _snippet(app, name, count):
+    from identity.extensions import db
+
+    with app.app_context():
+        engine = db.engine
+        with engine.connect() as connection:
+            dbapi = connection.connection.dbapi_connection
+            names = {"engine": engine, "connection": connection, "dbapi": dbapi}
+            code = compile(SNIPPETS[name][1], name, "exec")
+            for _ in range(WARM + count):
+                exec(code, names)  # noqa: S102 - the bench's own statements
+
+
+def main():
+    if shutil.which("valgrind") is None:
+        sys.exit("bench/instructions.py counts instructions with valgrind: install it (apt-get install valgrind).")
+    metrics = tempfile.TemporaryDirectory(prefix="instructions-metrics-", ignore_cleanup_errors=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics.name
+    folder = tempfile.TemporaryDirectory(prefix="identity-instructions-", ignore_cleanup_errors=True)
+    seed(folder.name)
+    jobs = {(target, operation, "-"): None for operation in ("get", "post") for target in ("floor", "plain", "project")}
+    jobs |= {("project", operation, layer): None for layer, (_what, operations) in LAYERS.items() for operation in operations}
+    jobs |= {("project", "snippet", name): None for name in SNIPPETS}
+
+    def measure(job):
+        target, operation, variant = job
+        command = [sys.executable, __file__, "--child", folder.name, target, operation, variant]
+        return job, per_request(command, COUNTS[operation])
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        jobs |= dict(pool.map(measure, list(jobs)))
+    report(jobs)
+
+
+def report(figures):
+    print("Instructions per request (valgrind's cachegrind, user space; the same from run to run to 0.1%):")
+    print(f"  {'':6} {'bare floor':>12} {'plain Flask':>12} {'project':>12}   project / plain Flask")
+    for operation in ("get", "post"):
+        floor, plain, project = (figures[(target, operation, "-")] for target in ("floor", "plain", "project"))
+        print(f"  {operation.upper():6} {floor:12,.0f} {plain:12,.0f} {project:12,.0f}   {project / plain:.2f}")
+    print("What each of the project's layers costs a request (the instructions saved with it taken out alone):")
+    print(f"  {'':44} {'GET':>17} {'POST':>17}")
+    for layer, (what, operations) in LAYERS.items():
+        cells = []
+        for operation in ("get", "post"):
+            whole = figures[("project", operation, "-")]
+            saved = whole - figures[("project", operation, layer)] if operation in operations else None
+            cells.append(f"{'':>17}" if saved is None else f"{saved:9,.0f} {saved / whole:6.1%} ")
+        print(f"  {what:<44} {''.join(cells)}")
+    loop = figures[("project", "snippet", "nothing")]
+    print("SQLAlchemy's Connection, per use (in an app context, no request; the loop's own cost taken off):")
+    for name, (what, _statement) in SNIPPETS.items():
+        if name != "nothing":
+            print(f"  {what:<54} {figures[('project', 'snippet', name)] - loop:10,.0f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        child(*sys.argv[2:6], int(sys.argv[6]))
+        os._exit(0)  # the interpreter's shutdown is the same in both runs; skipping it saves time under valgrind
+    main()

@@ -24,7 +24,6 @@ It is a diagnosis, not a target: `make bench` does not run it.
 import gc
 import json
 import logging
-import logging.config
 import os
 import re
 import shutil
@@ -97,20 +96,13 @@ def child(seed_folder, target, operation, variant, count):
     # fall into runs that valgrind makes 50 times slower, and not as often into the shorter run: out.
     os.environ["IDENTITY_KEY_CACHE_SECONDS"] = str(TIMED_WORK_SECONDS)
     os.environ["IDENTITY_LAST_LOGIN_INTERVAL"] = str(TIMED_WORK_SECONDS)
-    from bench.layers import call, environ_for, post_environs
+    from bench.layers import call, environ_for, logs_as_the_server_writes_them, post_environs
 
     seed = json.loads(Path(seed_folder, "seed.json").read_text())
     work = tempfile.mkdtemp(prefix="identity-instructions-")
     shutil.copy(Path(seed_folder, "layers.db"), work)
     url = f"sqlite:///{work}/layers.db"
-    from identity.logs import logging_config
-
-    logging.config.dictConfig(logging_config())
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    devnull = open(os.devnull, "w")  # noqa: SIM115 - open until the process ends
-    for name in ("", "identity.access"):
-        for handler in logging.getLogger(name).handlers:
-            handler.setStream(devnull)
+    logs_as_the_server_writes_them()
     app = _app(target, url, variant)
     if operation == "snippet":
         return _snippet(app, variant, count)

@@ -17,6 +17,7 @@ database that grows as they write; the order of the apps alternates from run to 
 import cProfile
 import io
 import logging
+import logging.config
 import os
 import pstats
 import sys
@@ -82,6 +83,18 @@ def post_environs(key, count, tag):
     ]
 
 
+def logs_as_the_server_writes_them():
+    """Logging as gunicorn.conf.py sets it (JSON lines, the access line included), written to /dev/null."""
+    from identity.logs import logging_config
+
+    logging.config.dictConfig(logging_config())
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - open until the process ends
+    for name in ("", "identity.access"):
+        for handler in logging.getLogger(name).handlers:
+            handler.setStream(devnull)
+
+
 def call(app, environ):
     status = []
     body = b"".join(app(dict(environ), lambda s, h, e=None: status.append(s)))
@@ -144,18 +157,12 @@ def main():
     from bench import plain
     from bench.floor import Floor
     from identity import create_app
-    from identity.logs import logging_config
 
     folder = tempfile.TemporaryDirectory(prefix="identity-layers-", ignore_cleanup_errors=True)
     url, key, ids = seeded_database(folder.name)
     # After the seeding: its migrations configure logging from alembic.ini (the root logger at WARNING),
-    # which would silence the access line. The logs are the server's, as gunicorn.conf.py sets them.
-    logging.config.dictConfig(logging_config())
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    devnull = open(os.devnull, "w")  # noqa: SIM115 - open for the whole run
-    for name in ("", "identity.access"):
-        for handler in logging.getLogger(name).handlers:
-            handler.setStream(devnull)
+    # which would silence the access line.
+    logs_as_the_server_writes_them()
     floor = Floor(url.removeprefix("sqlite:///"))
     apps = {"bare floor": floor, "plain Flask": plain.create_app(floor), "project": create_app({"DATABASE_URL": url})}
     if "--post" in sys.argv:

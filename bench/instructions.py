@@ -65,14 +65,14 @@ def instruction_refs(valgrind_output):
     return None if found is None else int(found.group(1).replace(",", ""))
 
 
-def per_request(command, counts, environ=None):
+def per_request(command, counts):
     """Instructions per request of `command` (a list, run under cachegrind with the request count
     appended): the difference between its runs at counts[0] and counts[1], over their difference."""
     totals = []
     for count in counts:
         result = subprocess.run(
             ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *command, str(count)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0", **(environ or {})},
+            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         refs = instruction_refs(result.stderr)
         if result.returncode != 0 or refs is None:
@@ -98,7 +98,7 @@ def child(seed_folder, target, operation, variant, count):
     os.environ["IDENTITY_LAST_LOGIN_INTERVAL"] = str(TIMED_WORK_SECONDS)
     from bench.layers import call, environ_for, logs_as_the_server_writes_them, post_environs
 
-    seed = json.loads(Path(seed_folder, "seed.json").read_text())
+    seeded = json.loads(Path(seed_folder, "seed.json").read_text())
     work = tempfile.mkdtemp(prefix="identity-instructions-")
     shutil.copy(Path(seed_folder, "layers.db"), work)
     url = f"sqlite:///{work}/layers.db"
@@ -106,7 +106,7 @@ def child(seed_folder, target, operation, variant, count):
     app = _app(target, url, variant)
     if operation == "snippet":
         return _snippet(app, variant, count)
-    key, ids = seed["key"], seed["ids"]
+    key, ids = seeded["key"], seeded["ids"]
     # Both runs make the environs of the larger count: only the requests answered differ.
     most = COUNTS[operation][1]
     if operation == "post":
@@ -178,9 +178,9 @@ def main():
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics.name
     folder = tempfile.TemporaryDirectory(prefix="identity-instructions-", ignore_cleanup_errors=True)
     seed(folder.name)
-    jobs = {(target, operation, "-"): None for operation in ("get", "post") for target in ("floor", "plain", "project")}
-    jobs |= {("project", operation, layer): None for layer, (_what, operations) in LAYERS.items() for operation in operations}
-    jobs |= {("project", "snippet", name): None for name in SNIPPETS}
+    jobs = [(target, operation, "-") for operation in ("get", "post") for target in ("floor", "plain", "project")]
+    jobs += [("project", operation, layer) for layer, (_what, operations) in LAYERS.items() for operation in operations]
+    jobs += [("project", "snippet", name) for name in SNIPPETS]
 
     def measure(job):
         target, operation, variant = job
@@ -188,8 +188,7 @@ def main():
         return job, per_request(command, COUNTS[operation])
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        jobs |= dict(pool.map(measure, list(jobs)))
-    report(jobs)
+        report(dict(pool.map(measure, jobs)))
 
 
 def report(figures):

@@ -282,8 +282,7 @@ def instruction_seed(tmp_path_factory):
 def test_each_measurement_of_the_instruction_bench_answers_its_requests(instruction_seed, target, operation, variant):
     """What bench/instructions.py runs under valgrind, run here without it: every request it sends gets
     its 200 or 201 with the layer taken out (bench.layers.call raises on any other status)."""
-    env = {key: value for key, value in os.environ.items() if key != "PROMETHEUS_MULTIPROC_DIR"}
-    env["PROMETHEUS_MULTIPROC_DIR"] = str(instruction_seed)
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(instruction_seed)}
     result = subprocess.run(
         [sys.executable, "bench/instructions.py", "--child", str(instruction_seed), target, operation, variant, "3"],
         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent, timeout=120, env=env,

@@ -20,8 +20,10 @@ def create_app(config=None):
     from .errors import ProblemApi, register_error_handlers
     from .extensions import db, migrate, tune_sqlite, wait_for_writes_in_turn
     from .segments import WholeResponses
+    from .wrappers import Request
 
     app = Flask(__name__, instance_relative_config=True)
+    app.request_class = Request
     encoding.init_app(app)
     app.config.from_mapping(settings_from_env())
     if config:

@@ -10,11 +10,10 @@ hooks on the responses of error handlers.)
 
 from flask import request
 
-from . import limits, logs, metrics
+from . import logs, metrics
 from .auth import current_caller
 from .headers import add_security_headers
 from .request_id import HEADER as REQUEST_ID_HEADER
-from .request_id import current_request_id
 
 
 def init_app(app):
@@ -22,15 +21,14 @@ def init_app(app):
 
     @app.after_request
     def finish_response(response):
+        # What the request learnt on its way, read in one call (wrappers.Request).
+        route, method, seconds, request_id, window = request.facts()
         headers = response.headers
-        limits.add_headers(headers)
+        if window is not None:
+            window.add_headers(headers)  # none of them is set before
         add_security_headers(headers)
-        request_id = headers[REQUEST_ID_HEADER] = current_request_id()
-        # The rule, not the path: one route is one value, and no id or stray secret in a URL is copied
-        # into the metrics or the logs. Unmatched paths (404, 405) have no rule.
-        rule = request.url_rule
-        route = rule.rule if rule else None
-        method, status, seconds = request.method, response.status_code, logs.elapsed_seconds()
+        headers[REQUEST_ID_HEADER] = request_id
+        status = response.status_code
         if observe is not None:
             observe(route, method, status, seconds)
         caller = current_caller()

@@ -2,7 +2,7 @@
 
 from functools import wraps
 
-from flask import make_response, request
+from flask import Response, make_response, request
 from werkzeug.http import generate_etag
 
 
@@ -17,7 +17,9 @@ def conditional(view):
 
     @wraps(view)
     def wrapper(*args, **kwargs):
-        response = make_response(view(*args, **kwargs))
+        answer = view(*args, **kwargs)
+        # make_response would hand a Response back as it is, through current_app: a read of the proxy.
+        response = answer if isinstance(answer, Response) else make_response(answer)
         if "ETag" not in response.headers:  # the content route sets its own
             response.set_etag(body_etag(response.get_data()))
         response.headers["Cache-Control"] = "private"

@@ -21,7 +21,7 @@ import threading
 import time
 from functools import wraps
 
-from flask import current_app, g
+from flask import current_app, request
 from limits import parse_many
 from limits.errors import StorageError
 from limits.storage import Storage, storage_from_string
@@ -192,8 +192,8 @@ def _budget(setting, budget, what):
         @wraps(view)
         def limited(*args, **kwargs):
             window = rate_limits(current_app).spend(budget, current_caller().key_id)
-            # Every response to this request carries the headers, errors included: see add_headers.
-            g.rate_limit_window = window
+            # Every response to this request carries the headers, errors included (finish.py).
+            request.rate_limit_window = window
             if not window.allowed:
                 raise TooManyRequests(
                     f"Too many {what} with this API key: the limit is {current_app.config[setting]}. "
@@ -208,13 +208,6 @@ def _budget(setting, budget, what):
 
 reads = _budget("IDENTITY_RATELIMIT_READ", "read", "reads")
 creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
-
-
-def add_headers(headers):
-    """The request's rate-limit window in `headers` (Werkzeug's), if a budget was spent."""
-    window = g.get("rate_limit_window")
-    if window is not None:
-        window.add_headers(headers)  # none of them is set before
 
 
 def init_app(app):

@@ -9,10 +9,9 @@ named by its route and its key's id.
 import logging
 import logging.config
 import re
-import time
 from datetime import UTC, datetime
 
-from flask import g, has_request_context
+from flask import has_request_context
 from pythonjsonlogger.orjson import OrjsonFormatter
 
 from .request_id import current_request_id
@@ -116,16 +115,6 @@ def logging_config(level="INFO"):
     }
 
 
-def mark_start():
-    """Note when the request began: its access line and its latency metric are timed from here."""
-    g.started = time.perf_counter()
-
-
-def elapsed_seconds():
-    """Seconds since the request began (see mark_start)."""
-    return time.perf_counter() - g.get("started", time.perf_counter())
-
-
 def log_access(method, route, status, seconds, request_id, key_id):
     """The request's access line (finish.finish_response gives it what the response learnt).
 
@@ -154,4 +143,3 @@ def init_app(app):
     # gunicorn; one that did (gunicorn.conf.py, pytest) keeps its own handlers.
     if not logging.getLogger().handlers:
         logging.config.dictConfig(logging_config(app.config["IDENTITY_LOG_LEVEL"]))
-    app.before_request(mark_start)

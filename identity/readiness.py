@@ -6,7 +6,7 @@ from pathlib import Path
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from flask import current_app
+from flask import current_app, request
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
@@ -113,14 +113,15 @@ def schema_state():
         raise SchemaNotCurrent(current, _head())
 
 
-def require_latest_schema():
-    """Before a request: refuse it while the schema is not at the latest migration.
+def require_latest_schema(exempt=frozenset()):
+    """Before a request: refuse it while the schema is not at the latest migration, unless its
+    endpoint is one of `exempt`.
 
     Once a process has seen the latest schema it trusts it (a schema is not downgraded under a running
     service), so a request pays one dictionary look-up; until then each request checks, and the first
     after `db upgrade` goes through.
     """
-    if current_app.extensions.get(SCHEMA_CHECKED):
+    if current_app.extensions.get(SCHEMA_CHECKED) or request.endpoint in exempt:
         return
     schema_state()
     current_app.extensions[SCHEMA_CHECKED] = True

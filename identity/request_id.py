@@ -1,10 +1,11 @@
 """Request ids: echoed from X-Request-ID when it is safe to, generated otherwise; assigned on first use
-(a log line, an error, the response's own header, which finish.py sends)."""
+(a log line, an error, the response's own header, which finish.py sends), and kept on the request
+(wrappers.Request.request_id)."""
 
 import re
 import secrets
 
-from flask import g, request
+from flask import request
 
 from .keys import KEY_PREFIX
 
@@ -20,10 +21,13 @@ def _is_safe(incoming):
 
 
 def current_request_id():
-    """The id of the request being served, assigned on first use."""
-    request_id = g.get("request_id")
-    if request_id is None:
-        incoming = request.headers.get(HEADER, "")
-        # Generated: 32 hex digits, 128 random bits (uuid4().hex fixes 6 of them, in three times the time).
-        request_id = g.request_id = incoming if _is_safe(incoming) else secrets.token_hex(16)
-    return request_id
+    """The id of the request being served, assigned on first use; None for a request of another app
+    in the same process (its request class is not the service's)."""
+    return getattr(request, "request_id", None)
+
+
+def request_id_of(headers):
+    """A request's id, given its headers (Werkzeug's)."""
+    incoming = headers.get(HEADER, "")
+    # Generated: 32 hex digits, 128 random bits (uuid4().hex fixes 6 of them, in three times the time).
+    return incoming if _is_safe(incoming) else secrets.token_hex(16)

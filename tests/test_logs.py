@@ -4,12 +4,14 @@ import io
 import json
 import logging
 import sys
+import time
 
 import pytest
 import requests
+from flask import Flask
 from sqlalchemy import select
 
-from identity import logs
+from identity import limits, logs
 from identity.extensions import db
 from identity.models import ApiKey
 from tests.conftest import USER_WALLET
@@ -91,6 +93,33 @@ def test_lines_outside_a_request_have_a_null_request_id(json_lines):
     logging.getLogger("identity.test").warning("no request here")
     [line] = json_lines()
     assert line["request_id"] is None and line["message"] == "no request here"
+
+
+def test_lines_in_a_request_of_another_app_have_a_null_request_id(json_lines):
+    # A process that embeds the service may serve its own Flask app beside it; the service's filter
+    # stamps that app's lines too, and must neither fail on its request nor give it an id of its own.
+    other = Flask("another_app")
+    with other.test_request_context("/", headers={"X-Request-ID": "theirs-1"}):
+        logging.getLogger("identity.test").warning("in another app's request")
+    [line] = json_lines()
+    assert line["request_id"] is None and line["message"] == "in another app's request"
+
+
+def test_the_access_line_times_the_request_from_its_start(app, client, user_key, access_lines, monkeypatch):
+    # The view takes 50 ms here; the line's duration includes it, and the request id of the line is the
+    # one the response carries.
+    real_spend = limits.RateLimits.spend
+
+    def slow_spend(self, budget, key_id):
+        time.sleep(0.05)
+        return real_spend(self, budget, key_id)
+
+    monkeypatch.setattr(limits.RateLimits, "spend", slow_spend)
+    response = client.get("/identity/did:identity:ipfs:nope", headers={"x-api-key": user_key})
+    [line] = access_lines()
+    assert line.status == response.status_code == 404
+    assert 50 <= line.duration_ms < 10_000
+    assert line.request_id == response.headers["X-Request-ID"]
 
 
 def access_record(**changes):

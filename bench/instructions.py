@@ -96,16 +96,27 @@ def child(seed_folder, target, operation, variant, count):
     # fall into runs that valgrind makes 50 times slower, and not as often into the shorter run: out.
     os.environ["IDENTITY_KEY_CACHE_SECONDS"] = str(TIMED_WORK_SECONDS)
     os.environ["IDENTITY_LAST_LOGIN_INTERVAL"] = str(TIMED_WORK_SECONDS)
-    from bench.layers import call, environ_for, logs_as_the_server_writes_them, post_environs
+    from bench.layers import logs_as_the_server_writes_them
 
     seeded = json.loads(Path(seed_folder, "seed.json").read_text())
     work = tempfile.mkdtemp(prefix="identity-instructions-")
     shutil.copy(Path(seed_folder, "layers.db"), work)
     url = f"sqlite:///{work}/layers.db"
     logs_as_the_server_writes_them()
-    app = _app(target, url, variant)
-    if operation == "snippet":
-        return _snippet(app, variant, count)
+    try:
+        app = _app(target, url, variant)
+        if operation == "snippet":
+            _snippet(app, variant, count)
+        else:
+            _answer(app, seeded, operation, count)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _answer(app, seeded, operation, count):
+    """Answer `count` requests of `operation` (after the warm-up) with `app`."""
+    from bench.layers import call, environ_for, post_environs
+
     key, ids = seeded["key"], seeded["ids"]
     # Both runs make the environs of the larger count: only the requests answered differ.
     most = COUNTS[operation][1]
@@ -123,7 +134,6 @@ def child(seed_folder, target, operation, variant, count):
     gc.freeze()
     for environ in environs[:count]:
         call(app, environ)
-    shutil.rmtree(work, ignore_errors=True)
 
 
 def _app(target, url, variant):

@@ -279,12 +279,17 @@ def instruction_seed(tmp_path_factory):
     *(("project", "post", layer) for layer in ("-", "log", "metrics", "limits", "load", "dump")),
     *(("project", "snippet", name) for name in ("connect", "raw_connect", "exec", "driver", "nothing")),
 ])
-def test_each_measurement_of_the_instruction_bench_answers_its_requests(instruction_seed, target, operation, variant):
+def test_each_measurement_of_the_instruction_bench_answers_its_requests(instruction_seed, tmp_path, target, operation,
+                                                                        variant):
     """What bench/instructions.py runs under valgrind, run here without it: every request it sends gets
-    its 200 or 201 with the layer taken out (bench.layers.call raises on any other status)."""
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(instruction_seed)}
+    its 200 or 201 with the layer taken out (bench.layers.call raises on any other status); and the copy of
+    the database it worked on is gone after it."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(instruction_seed), "TMPDIR": str(scratch)}
     result = subprocess.run(
         [sys.executable, "bench/instructions.py", "--child", str(instruction_seed), target, operation, variant, "3"],
         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent, timeout=120, env=env,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+    assert list(scratch.iterdir()) == []

@@ -11,7 +11,6 @@ hooks on the responses of error handlers.)
 from flask import request
 
 from . import logs, metrics
-from .auth import current_caller
 from .headers import add_security_headers
 from .request_id import HEADER as REQUEST_ID_HEADER
 
@@ -22,7 +21,7 @@ def init_app(app):
     @app.after_request
     def finish_response(response):
         # What the request learnt on its way, read in one call (wrappers.Request).
-        route, method, seconds, request_id, window = request.facts()
+        route, method, seconds, request_id, window, caller = request.facts()
         headers = response.headers
         if window is not None:
             window.add_headers(headers)  # none of them is set before
@@ -31,6 +30,5 @@ def init_app(app):
         status = response.status_code
         if observe is not None:
             observe(route, method, status, seconds)
-        caller = current_caller()
         logs.log_access(method, route, status, seconds, request_id, caller.key_id if caller else None)
         return response

@@ -13,7 +13,7 @@ that same row, converted to the models' types by SQLAlchemy's own result process
 
 from functools import lru_cache
 
-from flask import current_app
+from flask import Response, current_app
 
 from .errors import IdentityNotFound, IdentityRemoved
 from .headers import body_etag
@@ -37,7 +37,8 @@ def identity_response(identity_id):
     if row[_STATUS] == "removed":
         raise IdentityRemoved(identity_id)
     body, etag, mimetype = _encoded(row, converters, current_app.json)
-    response = current_app.response_class(body, mimetype=mimetype)
+    # Flask's Response, the app's response_class, named rather than read through current_app (see wrappers).
+    response = Response(body, mimetype=mimetype)
     response.set_etag(etag)
     return response
 

@@ -3,10 +3,10 @@
 Every read of an attribute of `flask.request`, `flask.g` or `flask.current_app` goes through
 Werkzeug's context-local proxy: some 9,000 instructions (valgrind), about a microsecond, where the
 attribute itself costs a few dozen. A GET made 33 such reads (plain Flask doing the same work, 6).
-What a request learns on its way (when it began, its id, its rate-limit window) was kept in `g` and
-read back one proxy read at a time. It is now kept on the request object, and the after_request hook
-takes all of it with one call (`facts`), inside which every read is a plain one; the start is noted
-as the request object is made, with no before_request hook. A GET now makes 24 proxy reads.
+What a request learns on its way (when it began, its id, its rate-limit window, its caller) was kept
+in `g` and read back one proxy read at a time. It is now kept on the request object, and the
+after_request hook takes all of it with one call (`facts`), inside which every read is a plain one;
+the start is noted as the request object is made, with no before_request hook. A GET now makes 21.
 """
 
 import time
@@ -28,6 +28,7 @@ class Facts(NamedTuple):
     seconds: float  # since the request began
     request_id: str
     rate_limit_window: object  # limits.Window, or None where no budget was spent
+    caller: object  # auth.Caller, or None where no valid key was given
 
 
 class Request(flask.Request):
@@ -35,6 +36,8 @@ class Request(flask.Request):
 
     #: The window of the budget this request spent (limits), or None.
     rate_limit_window = None
+    #: The Caller of the request's key once it is known good (auth.authenticate), or None.
+    caller = None
 
     def __init__(self, environ, *args, **kwargs):
         super().__init__(environ, *args, **kwargs)
@@ -55,4 +58,5 @@ class Request(flask.Request):
             time.perf_counter() - self.started,
             self.request_id,
             self.rate_limit_window,
+            self.caller,
         )

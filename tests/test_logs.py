@@ -64,6 +64,13 @@ def test_an_unauthenticated_request_is_logged_with_a_null_key_id(client, access_
     assert (unknown.status, unknown.key_id, unknown.route) == (404, None, None)
 
 
+def test_a_request_refused_for_its_role_is_logged_with_its_keys_id(app, client, user_key, access_lines):
+    response = client.patch("/identity/did:identity:ipfs:nope", json={"num_positions": 1}, headers={"x-api-key": user_key})
+    [line] = access_lines()
+    assert line.status == response.status_code == 403  # an Admin's route
+    assert line.key_id == key_id_of(app)
+
+
 def test_log_lines_are_json_with_time_level_logger_message(client, json_lines):
     client.get("/healthz", headers={"X-Request-ID": "health-1"})
     [line] = [line for line in json_lines() if line["logger"] == "identity.access"]

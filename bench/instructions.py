@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,8 +90,10 @@ def seed(folder, count=200):
     Path(folder, "seed.json").write_text(json.dumps({"key": key, "ids": ids}))
 
 
-def child(seed_folder, target, operation, variant, count):
-    """Under valgrind: answer `count` requests (after WARM) with `target`, one layer taken out (variant)."""
+@contextmanager
+def measured_app(seed_folder, target, variant):
+    """`target`'s app (with one layer taken out: `variant`) on a copy of the seeded database, and the
+    seed's key and ids; the copy is removed after."""
     os.environ["IDENTITY_RATELIMIT_READ"] = os.environ["IDENTITY_RATELIMIT_CREATE"] = "100000000/minute"
     # Work done once an interval (a key read again when its cache entry ends, last_login written) would
     # fall into runs that valgrind makes 50 times slower, and not as often into the shorter run: out.
@@ -101,20 +104,25 @@ def child(seed_folder, target, operation, variant, count):
     seeded = json.loads(Path(seed_folder, "seed.json").read_text())
     work = tempfile.mkdtemp(prefix="identity-instructions-")
     shutil.copy(Path(seed_folder, "layers.db"), work)
-    url = f"sqlite:///{work}/layers.db"
     logs_as_the_server_writes_them()
     try:
-        app = _app(target, url, variant)
-        if operation == "snippet":
-            _snippet(app, variant, count)
-        else:
-            _answer(app, seeded, operation, count)
+        yield _app(target, f"sqlite:///{work}/layers.db", variant), seeded
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _answer(app, seeded, operation, count):
-    """Answer `count` requests of `operation` (after the warm-up) with `app`."""
+def child(seed_folder, target, operation, variant, count):
+    """Under valgrind: answer `count` requests (after WARM) with `target`, one layer taken out (variant)."""
+    with measured_app(seed_folder, target, variant) as (app, seeded):
+        if operation == "snippet":
+            _snippet(app, variant, count)
+        else:
+            answer_warmed(app, seeded, operation, lambda answer: answer(count))
+
+
+def answer_warmed(app, seeded, operation, run):
+    """Warm `app` up for `operation`, then call `run` with a function that answers the first n measured
+    requests: the same warm-up and requests for every measurement."""
     from bench.layers import call, environ_for, post_environs
 
     key, ids = seeded["key"], seeded["ids"]
@@ -132,8 +140,12 @@ def _answer(app, seeded, operation, count):
     # passes, whose turn would otherwise fall in one run and not in the other (a count off by 10%).
     gc.collect()
     gc.freeze()
-    for environ in environs[:count]:
-        call(app, environ)
+
+    def answer(count):
+        for environ in environs[:count]:
+            call(app, environ)
+
+    return run(answer)
 
 
 def _app(target, url, variant):

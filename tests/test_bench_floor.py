@@ -293,3 +293,29 @@ def test_each_measurement_of_the_instruction_bench_answers_its_requests(instruct
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert list(scratch.iterdir()) == []
+
+
+def test_the_call_count_of_a_request_is_exact_and_finds_each_read_through_a_proxy(instruction_seed):
+    """bench/calls.py counts what a request runs in Python: the same calls and proxy reads from run to run
+    (a count, not a sample; the bytecodes within a few, for work done once a second such as the rate-limit
+    counts' sweep), and every read through Flask's context proxies put down to the function that made it."""
+
+    def counted(target):
+        result = subprocess.run(
+            [sys.executable, "bench/calls.py", "--child", str(instruction_seed), target, "get", "5"],
+            capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent, timeout=120,
+            env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(instruction_seed)},
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads(result.stdout.splitlines()[-1])
+
+    first, again = counted("project"), counted("project")
+    assert [first[name] for name in ("calls", "proxy_reads", "readers")] == [again[name] for name in ("calls", "proxy_reads", "readers")]
+    assert abs(first["bytecodes"] - again["bytecodes"]) < 0.01 * first["bytecodes"]
+    assert first["bytecodes"] > first["calls"] > first["proxy_reads"] > 0
+    assert sum(n for _name, n in first["readers"]) == first["proxy_reads"]
+    assert "identity/finish.py:init_app.<locals>.finish_response" in dict(first["readers"])
+    assert any(name.startswith("identity/") for name, _n, _calls in first["top"])
+    assert not any(name.startswith(("bench/", "calls.py", "layers.py")) for name, _n, _calls in first["top"])
+    plain = counted("plain")
+    assert 0 < plain["proxy_reads"] and not any(name.startswith("identity/") for name, _n in plain["readers"])

@@ -46,7 +46,7 @@ def count(answer):
     calls, inclusive, readers = Counter(), Counter(), Counter()
     stack = []
 
-    def on_line_or_opcode(frame, event, _arg):
+    def on_event(frame, event, _arg):
         nonlocal bytecodes
         if event == "opcode":
             bytecodes += 1
@@ -54,7 +54,7 @@ def count(answer):
             code, start = stack.pop()
             if all(outer is not code for outer, _start in stack):  # a recursive call counts once
                 inclusive[code] += bytecodes - start
-        return on_line_or_opcode
+        return on_event
 
     def on_call(frame, event, _arg):
         if event != "call":
@@ -68,7 +68,7 @@ def count(answer):
             while caller is not None and caller.f_code.co_filename.endswith(PROXY_READ[0]):
                 caller = caller.f_back
             readers[where(caller.f_code) if caller is not None else "?"] += 1
-        return on_line_or_opcode
+        return on_event
 
     sys.settrace(on_call)
     try:
@@ -80,12 +80,11 @@ def count(answer):
 
 def child(seed_folder, target, operation, requests):
     """Count `requests` requests of `target`; print the figures per request as one JSON line."""
-    from bench.instructions import answer_warmed, measured_app
+    from bench.instructions import measured_app, warmed
 
     with measured_app(seed_folder, target, "-") as (app, seeded):
-        bytecodes, calls, inclusive, readers = answer_warmed(
-            app, seeded, operation, lambda answer: count(lambda: answer(requests))
-        )
+        answer = warmed(app, seeded, operation)
+        bytecodes, calls, inclusive, readers = count(lambda: answer(requests))
     print(json.dumps({
         "bytecodes": bytecodes / requests,
         "calls": sum(calls.values()) / requests,

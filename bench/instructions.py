@@ -117,12 +117,12 @@ def child(seed_folder, target, operation, variant, count):
         if operation == "snippet":
             _snippet(app, variant, count)
         else:
-            answer_warmed(app, seeded, operation, lambda answer: answer(count))
+            warmed(app, seeded, operation)(count)
 
 
-def answer_warmed(app, seeded, operation, run):
-    """Warm `app` up for `operation`, then call `run` with a function that answers the first n measured
-    requests: the same warm-up and requests for every measurement."""
+def warmed(app, seeded, operation):
+    """Warm `app` up for `operation`; returns a function that answers the first n measured requests:
+    the same warm-up and requests for every measurement."""
     from bench.layers import call, environ_for, post_environs
 
     key, ids = seeded["key"], seeded["ids"]
@@ -145,7 +145,7 @@ def answer_warmed(app, seeded, operation, run):
         for environ in environs[:count]:
             call(app, environ)
 
-    return run(answer)
+    return answer
 
 
 def _app(target, url, variant):

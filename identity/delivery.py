@@ -27,7 +27,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from . import history, lease
-from .extensions import db, write_transaction
+from .extensions import db, single_read, write_transaction
 from .faults import cause
 from .models import Change, Webhook, WebhookDelivery, utcnow
 from .receiver import Receiver
@@ -71,6 +71,7 @@ class WebhookRun:
         self.failing_since = webhook.failing_since
         self.next_attempt_at = webhook.next_attempt_at
         self.receiver = Receiver(webhook.url, webhook.secret)
+        self.row = select(_WEBHOOKS.c.url, _WEBHOOKS.c.active).where(_WEBHOOKS.c.id == self.id)
         self.pending = []
         self.flushed_at = time.monotonic()
         config = current_app.config
@@ -95,7 +96,7 @@ class WebhookRun:
         """Send `entry` until it is delivered; False when this run must stop instead."""
         body = current_app.json.dumps(_change_schema.dump(entry))
         message_id = f"{self.id}_{entry['seq']}"
-        while self.deliverer.holding():
+        while self.deliverer.holding() and self.wanted():
             attempt = self.attempts + 1
             at, started = utcnow(), time.monotonic()
             status, error = self.receiver.post(message_id, body)
@@ -144,6 +145,17 @@ class WebhookRun:
                 )
                 session.execute(delete(_DELIVERIES).where(_DELIVERIES.c.webhook_id == self.id, _DELIVERIES.c.id <= oldest_kept))
         self.flushed_at = time.monotonic()
+        return self.follow(found)
+
+    def wanted(self):
+        """Whether the webhook is still registered and active, read afresh before each attempt: after a
+        DELETE or a PATCH "active": false is answered, no attempt starts; after a new URL, the next goes there."""
+        with single_read() as connection:
+            found = connection.execute(self.row).first()
+        return self.follow(found)
+
+    def follow(self, found):
+        """Follow the webhook's row as read (url, active; None when it is gone); False when this run must stop."""
         if found is None or not found.active:
             return False
         if found.url != self.receiver.url:  # changed by a PATCH: the next attempt goes to the new URL

@@ -200,6 +200,65 @@ def test_deleted_webhook_gets_nothing_more(keyed, admin_key):
         assert len(receiver.deliveries) == 2
 
 
+def changing_the_webhook_during_the_first_delivery(app, key, change):
+    """A receiver's answer that, while the first delivery waits for it, sends `change` (method, body)
+    to the webhook, which is set as `answer.webhook_id`; every delivery is answered 204."""
+    def answer(number):
+        if number == 1:
+            method, body = change
+            response = app.test_client().open(f"/webhooks/{answer.webhook_id}", method=method, json=body,
+                                              headers={"x-api-key": key})
+            assert response.status_code in (200, 204), response.json
+        return 204, {}
+    return answer
+
+
+def webhook_with_three_entries_due(app, key, receiver):
+    """A webhook for `receiver` with three entries to deliver once the deliverer starts; their seqs."""
+    webhook = register(app, key, receiver.url)
+    receiver.secret = webhook["secret"]
+    receiver.answer.webhook_id = webhook["id"]
+    create_identities(app, 3)
+    return webhook, seqs_of(app, key)[-3:]
+
+
+def test_no_attempt_starts_after_a_delete_is_answered(keyed, admin_key):
+    with Receiver(changing_the_webhook_during_the_first_delivery(keyed, admin_key, ("DELETE", None))) as receiver:
+        webhook_with_three_entries_due(keyed, admin_key, receiver)
+        delivery.start(keyed)
+        assert receiver.wait_for(lambda r: len(r.deliveries) >= 1)
+        time.sleep(0.5)  # several polls and batches: the entries still due must not be sent
+        assert len(receiver.deliveries) == 1
+
+
+def test_an_inactive_webhook_gets_no_further_attempt_and_resumes_at_the_next_entry(keyed, admin_key):
+    pause = changing_the_webhook_during_the_first_delivery(keyed, admin_key, ("PATCH", {"active": False}))
+    with Receiver(pause) as receiver:
+        webhook, seqs = webhook_with_three_entries_due(keyed, admin_key, receiver)
+        delivery.start(keyed)
+        assert receiver.wait_for(lambda r: len(r.deliveries) >= 1)
+        time.sleep(0.5)
+        assert receiver.delivered() == seqs[:1]
+        response = keyed.test_client().patch(f"/webhooks/{webhook['id']}", json={"active": True},
+                                             headers={"x-api-key": admin_key})
+        assert response.status_code == 200
+        assert receiver.wait_for(lambda r: len(r.deliveries) >= 3)
+        assert receiver.delivered() == seqs
+
+
+def test_after_a_new_url_is_answered_the_next_entry_goes_there(keyed, admin_key):
+    with Receiver() as moved:
+        move = changing_the_webhook_during_the_first_delivery(keyed, admin_key, ("PATCH", {"url": moved.url}))
+        with Receiver(move) as receiver:
+            webhook, seqs = webhook_with_three_entries_due(keyed, admin_key, receiver)
+            moved.secret = webhook["secret"]
+            delivery.start(keyed)
+            assert moved.wait_for(lambda r: len(r.deliveries) >= 2)
+            assert receiver.delivered() == seqs[:1]
+            assert moved.delivered() == seqs[1:]
+            assert all(d["verified"] for d in moved.deliveries)
+
+
 def test_flask_webhooks_deliver_runs_a_deliverer_on_its_own(database_url, admin_key, keyed):
     with Receiver() as receiver:
         webhook = register(keyed, admin_key, receiver.url)

@@ -308,10 +308,11 @@ def test_the_lease_has_one_holder_until_it_expires_or_is_released(app):
     from identity import lease
 
     with app.app_context():
-        assert lease.take("test", "first", 0.5)
-        assert not lease.take("test", "second", 0.5)
-        assert lease.take("test", "first", 0.5)  # a renewal
-        time.sleep(0.6)  # longer than the term: the first holder has stopped renewing
+        # A term of 2 s: a pause of the machine under a parallel test run must not end it before the next line.
+        assert lease.take("test", "first", 2.0)
+        assert not lease.take("test", "second", 2.0)
+        assert lease.take("test", "first", 2.0)  # a renewal
+        time.sleep(2.1)  # longer than the term: the first holder has stopped renewing
         assert lease.take("test", "second", 60)
         assert not lease.take("test", "first", 60)
         lease.release("test", "second")

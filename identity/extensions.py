@@ -116,56 +116,30 @@ def write_transaction(wait=True):
         session.connection(execution_options={WRITE: True, NO_WAIT: not wait})
         yield from _committed(session)
         return
-    with _in_turn(writers) as deadline:
-        if deadline is None:  # SQLite's busy handler waits (see _in_turn)
+    with in_turn(writers) as deadline:
+        if deadline is None:  # SQLite's busy handler waits (see in_turn)
             session.connection(execution_options={WRITE: True})
         else:
-            _wait_for_the_write_lock(lambda: _begin_writing(session), deadline)
+            wait_for_the_write_lock(lambda: _begin_writing(session), deadline)
         yield from _committed(session)
 
 
 @contextmanager
-def write_connection():
-    """A Core connection in a transaction that holds the write lock from its first statement, as
-    write_transaction's session does; committed at the end, rolled back on an error.
-
-    For a write of a few statements that needs nothing of the ORM (a create): a Session's own work
-    around its connection (its transaction, its execute, its commit) was a seventh of a create's CPU.
-    """
-    engine = db.engine
-    writers = current_app.extensions.get(WRITERS)
-    if writers is None:  # a server database
-        with engine.begin() as connection:
-            yield connection
-        return
-    with _in_turn(writers) as deadline, engine.connect() as connection:
-        if deadline is None:  # SQLite's busy handler waits (see _in_turn)
-            connection.execution_options(**{WRITE: True})
-            connection.begin()
-        else:
-            # Asked again on the same connection while another holds the lock: its busy timeout is set once.
-            connection.execution_options(**{WRITE: True, NO_WAIT: True})
-            _wait_for_the_write_lock(connection.begin, deadline)
-        try:
-            yield connection
-            connection.commit()
-        except BaseException:
-            connection.rollback()
-            raise
-
-
-@contextmanager
-def _in_turn(writers):
+def in_turn(writers):
     """Hold `writers` (see wait_for_writes_in_turn) for the block; it gets the deadline of its wait for
     SQLite's lock (both waits together last at most the busy timeout), or None where SQLite's own busy
-    handler is to wait for it, for the whole busy timeout.
+    handler is to wait for it, for the whole busy timeout. `writers` None (a server database): nothing
+    to hold, and None.
 
     SQLite's busy handler sleeps inside the C call, with the GIL released: under a sync worker or
     threads nothing else of the process needs the thread meanwhile, and the wait costs no CPU. Only
     under gevent's worker, whose greenlets share the thread, would that sleep stop every other
-    request of the worker (see _wait_for_the_write_lock). Where a writer of this process had to wait
-    here first, part of the busy timeout is spent: _wait_for_the_write_lock keeps to what is left.
+    request of the worker (see wait_for_the_write_lock). Where a writer of this process had to wait
+    here first, part of the busy timeout is spent: wait_for_the_write_lock keeps to what is left.
     """
+    if writers is None:
+        yield None
+        return
     # One writer of this process at a time waits for SQLite's lock and writes; the others wait here,
     # in turn and without a cost (a gevent lock under gevent's worker, a thread lock elsewhere).
     timeout = current_app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"] / 1000
@@ -214,7 +188,7 @@ def wait_for_writes_in_turn(app):
 LOCK_PAUSES = (0.0002, 0.004)
 
 
-def _wait_for_the_write_lock(take, deadline):
+def wait_for_the_write_lock(take, deadline):
     """`take()` (which takes SQLite's write lock without waiting, or raises OperationalError) again
     and again while another connection holds the lock, for up to `deadline` (time.monotonic(); the
     busy timeout: then the OperationalError "database is locked", a 503, as before). Returns what

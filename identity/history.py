@@ -17,15 +17,14 @@ from sqlalchemy import ARRAY, BigInteger, String, bindparam, func, insert, liter
 from . import content
 from .extensions import db
 from .models import Change, Identity, utcnow
-from .statements import insert_row
 
 # Any fixed number, distinct from the migration's (migrations/env.py MIGRATION_LOCK).
 FEED_LOCK = 0x1D3_0015
 # PostgreSQL's channel that each append notifies at its commit (identity.live listens on it).
 CHANNEL = "identity_changes"
 # The mark an append leaves in its session's `info`, so that a commit of this process can wake the
-# live feeds at once (identity.live reads it after the commit). An append on a Core Connection
-# (record_created) leaves none: its caller wakes them after its commit.
+# live feeds at once (identity.live reads it after the commit). A create's append (record_created)
+# leaves none: its caller wakes them after its commit.
 APPENDED = "identity_changes_appended"
 CREATED = "created"
 CHANGED = "changed"
@@ -34,12 +33,12 @@ REDACTED_KEYS = ("seq", "identity_id", "at", "kind")
 ENTRY_KEYS = ("seq", "identity_id", "at", "wallet", "kind", "fields")
 
 
-def record_created(connection, identity_id, wallet, at=None):
-    """Append the `created` entry of `identity_id`, in `connection`'s (write) transaction (a Core
-    Connection: see extensions.write_connection). Once it commits, the caller wakes the live feeds
-    of this process (identity.live.wake)."""
-    _prepare_append(connection, connection.dialect)
-    insert_row(connection, _CHANGES, _entry(identity_id, wallet, CREATED, None, at))
+def record_created(writes, identity_id, wallet, at=None):
+    """Append the `created` entry of `identity_id`, in the write transaction of `writes` (see
+    statements.write_connection). Once it commits, the caller wakes the live feeds of this process
+    (identity.live.wake)."""
+    _prepare_append(writes, writes.dialect)
+    writes.insert(_CHANGES, _entry(identity_id, wallet, CREATED, None, at))
 
 
 def record_changed(session, identity_id, wallet, changes, at=None):
@@ -79,7 +78,7 @@ def _append(session, identity_id, wallet, kind, changes, at):
 
 
 def _prepare_append(executor, dialect):
-    """What precedes an append on `executor` (a Session or a Connection) in its transaction: on
+    """What precedes an append on `executor` (a Session, or a create's Writes) in its transaction: on
     PostgreSQL, the lock that orders appends and the NOTIFY sent at commit."""
     if dialect.name == "postgresql":
         executor.execute(_LOCK, {})

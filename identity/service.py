@@ -6,16 +6,17 @@ from datetime import timedelta
 
 from flask import current_app
 from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from . import content, history
 from .auth import forget_keys
 from .errors import Forbidden, IdentityExists, KeyNotFound, KeyNotLive
-from .extensions import db, single_read, write_connection, write_transaction
+from .extensions import db, single_read, write_transaction
 from .keys import new_api_key
 from .live import wake as wake_live_feeds
 from .models import OFF_CHAIN, ApiKey, Identity, User, new_id, utcnow
-from .statements import insert_row, read_one, typed_row
+from .statements import read_one, typed_row, write_connection
 from .wallets import checksum_wallet
 
 ROLES = ("User", "Admin")
@@ -38,6 +39,11 @@ IDENTITIES_WITH_CREATOR = select(IDENTITIES, *(column.label(_CREATOR + column.ke
 _IDENTITY_BY_ID = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id == bindparam("identity_id"))
 _IDENTITY_OF_CONTENT = select(IDENTITIES.c.identity_id).where(IDENTITIES.c.content_id == bindparam("content_id"))
 _USER_OF_WALLET = select(USERS).where(USERS.c.wallet == bindparam("wallet"))
+# A user for a wallet unless one exists (its row is left as it is): the insert's rowcount tells which.
+_NEW_USER = {
+    "sqlite": sqlite.insert(USERS).on_conflict_do_nothing(index_elements=[USERS.c.wallet]),
+    "postgresql": postgresql.insert(USERS).on_conflict_do_nothing(index_elements=[USERS.c.wallet]),
+}
 
 
 _IDENTITY_KEYS = tuple(IDENTITIES.c.keys())
@@ -106,11 +112,11 @@ def create_identity(fields, caller):
     found = read_one(_USER_OF_WALLET, creator)
     known = None if found is None else dict(zip(_CREATOR_KEYS, typed_row(*found), strict=True))
     try:
-        with write_connection() as connection:
-            user = known if known is not None else _user_of_wallet(connection, creator, "User")
+        with write_connection() as writes:
+            user = known if known is not None else _new_creator(writes, creator, now)
             values["creator_id"] = user["id"]
-            insert_row(connection, IDENTITIES, values)
-            history.record_created(connection, address.identity_id, caller.wallet, now)
+            writes.insert(IDENTITIES, values)
+            history.record_created(writes, address.identity_id, caller.wallet, now)
     except IntegrityError:
         # Known content: the unique content_id refused the insert, and the transaction, the creator's
         # new user included, is undone. Asking first would cost every create a round trip, under the
@@ -122,10 +128,21 @@ def create_identity(fields, caller):
     return {**values, "creator": user}
 
 
+def _new_creator(writes, wallet, now):
+    """The user of `wallet`, a creator that was not a user when the create read it: a new User, or
+    the one another writer has made since (a mapping of its columns), in the transaction of `writes`."""
+    user = {"id": new_id(), "wallet": wallet, "role": "User", "created_at": now, "updated_at": now, "last_login": None}
+    if writes.insert(_NEW_USER[writes.dialect.name], user):
+        return user
+    # Another node made this wallet's user since the read (SQLite's write lock leaves only the time
+    # before the lock was taken); that user is committed, and this read sees it.
+    return dict(zip(_CREATOR_KEYS, writes.read_one(_USER_OF_WALLET, {"wallet": wallet}), strict=True))
+
+
 def _user_of_wallet(session, wallet, role):
     """The user of `wallet` (a mapping of its columns); a wallet the service has not seen becomes a user with `role`.
 
-    `session`: a Session or a Core Connection, in its write transaction."""
+    `session`: a Session, in its write transaction."""
     row = session.execute(_USER_OF_WALLET, {"wallet": wallet}).one_or_none()
     if row is not None:
         return row._asdict()

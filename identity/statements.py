@@ -1,5 +1,5 @@
-"""Statements whose SQL is made once, for the two hottest paths: a GET's one-row read, on a pooled
-DBAPI connection, and a create's inserts, through Connection.exec_driver_sql.
+"""Statements whose SQL is made once, for the two hottest paths, on a pooled DBAPI connection: a
+GET's one-row read, and a create's writes.
 
 Each takes its SQL from SQLAlchemy's compiler and its conversions from the column types' own
 processors (TypeEngine.result_processor and bind_processor), once for each statement and kind of
@@ -9,12 +9,14 @@ database, so that a request pays only for the driver's work and what it converts
 import os
 import threading
 import weakref
+from contextlib import contextmanager
 from operator import itemgetter
 
-from sqlalchemy import event, insert
+from flask import current_app
+from sqlalchemy import Table, event, insert
 from sqlalchemy.exc import DBAPIError
 
-from .extensions import db
+from .extensions import NO_WAIT, WRITERS, db, in_turn, send_to_driver, wait_for_the_write_lock
 
 
 def read_one(statement, value):
@@ -157,36 +159,131 @@ def _raw_statement(statement, dialect, value):
     return sql, ((value,) if dialect.positional else {name: value})
 
 
-# {(table, the keys of its values, dialect, driver, paramstyle): (SQL, the keys in the order of its
-# parameters, each one's bind processor or None)}: an entry for each insert_row call site in use.
-_INSERTS = {}
+@contextmanager
+def write_connection():
+    """A pooled DBAPI connection in a transaction that holds the write lock from its start, as
+    write_transaction's session does (SQLite's BEGIN IMMEDIATE; a server database locks rows as they
+    are written), for a write of a few statements that needs nothing of the ORM nor of a Connection
+    (a create); yields its Writes. Committed at the end, rolled back on an error.
 
-
-def insert_row(connection, table, values):
-    """Insert one row, `values` (column keys to values in the models' types), into `table` on
-    `connection` (a Core Connection, in its transaction): what connection.execute(insert(table),
-    values) does, for values that name every column the insert needs (no defaults are computed).
-
-    A Core insert finds its compiled form by a cache key made of the statement and the keys of its
-    values, then processes each parameter: about 45 µs of CPU for an insert whose driver's work is
-    5 µs. Here the SQL and each column's bind processor are made once per table, keys and kind of
-    database; the insert goes through exec_driver_sql, with SQLAlchemy's events and error wrapping
-    (an IntegrityError for a duplicate key, as before).
+    A Connection around a create's two inserts (its construction, transaction, execution contexts,
+    results and commit, with the write lock held through them) was a ninth of the create's Python
+    work. As for read_one, the connection is Engine.raw_connection(): the pool's events, its reset
+    and its invalidation work as for any other; a driver's error reaches the caller as SQLAlchemy's
+    (DBAPIError.instance: an IntegrityError for a duplicate key, an OperationalError for a locked or
+    unreachable database), as a Connection raises it.
     """
-    dialect = connection.dialect
-    keys = tuple(values)
-    kind = (table, keys, dialect.name, dialect.driver, dialect.paramstyle)
-    if kind not in _INSERTS:
-        compiled = insert(table).compile(dialect=dialect, column_keys=keys)
+    engine = db.engine
+    writers = current_app.extensions.get(WRITERS)
+    with in_turn(writers) as deadline, _opened(engine) as writes:
+        if writers is not None:  # SQLite (see wait_for_writes_in_turn)
+            if deadline is None:  # SQLite's busy handler waits (see in_turn)
+                writes.begin(wait=True)
+            else:
+                wait_for_the_write_lock(lambda: writes.begin(wait=False), deadline)
+        yield writes
+
+
+@contextmanager
+def _opened(engine):
+    dialect = engine.dialect
+    connection = _checkout(engine, "BEGIN", None)
+    try:
+        writes = Writes(connection, dialect)
+        try:
+            yield writes
+            writes.commit()
+        except BaseException as error:
+            writes.rollback(error)
+            raise
+    finally:
+        connection.close()  # back to the pool, which resets it
+
+
+class Writes:
+    """The statements of one write transaction on a pooled DBAPI connection (see write_connection),
+    each compiled once by SQLAlchemy and its parameters converted by the column types' own bind
+    processors, as a Connection would."""
+
+    def __init__(self, connection, dialect):
+        self.connection = connection
+        self.dialect = dialect
+        self.cursor = connection.cursor()
+
+    def begin(self, wait):
+        """SQLite's BEGIN IMMEDIATE. `wait=False`: with no busy timeout, so that a lock another
+        connection holds fails at once (OperationalError); the pool's checkin event gives the
+        connection its own timeout back (see extensions.tune_sqlite)."""
+        statements = ["BEGIN IMMEDIATE"]
+        if not wait and self.connection.info.get(NO_WAIT) != 0:
+            # Noted first: whatever fails after, the checkin event puts the connection's own timeout back.
+            self.connection.info[NO_WAIT] = 0
+            statements.insert(0, "PRAGMA busy_timeout = 0")
+        send_to_driver(self.connection.dbapi_connection, statements, self.dialect)
+
+    def insert(self, statement, values):
+        """Insert one row, `values` (column keys to values in the models' types), with `statement`
+        (a table, or an insert of it: a module constant, as its SQL is kept); returns the rows it
+        inserted, 0 or 1. The values must name every column the insert needs: no defaults are computed."""
+        sql, order, processors = _compiled(statement, self.dialect, tuple(values))
+        return self._run(sql, order, processors, values).rowcount
+
+    def execute(self, statement, parameters=None):
+        """Run `statement` (a module constant, as its SQL is kept) with `parameters`; returns the cursor."""
+        sql, order, processors = _compiled(statement, self.dialect, None)
+        return self._run(sql, order, processors, parameters or {})
+
+    def read_one(self, statement, parameters):
+        """The first row of the select `statement`, in the models' types, or None."""
+        cursor = self.execute(statement, parameters)
+        row = cursor.fetchone()
+        return None if row is None else typed_row(row, _converters(statement, self.dialect, cursor.description))
+
+    def commit(self):
+        self._driver("COMMIT", None, self.connection.commit)
+
+    def rollback(self, error):
+        """Undo the transaction, after `error`; a connection that cannot roll back, or whose database
+        went away, is invalidated: the pool opens a fresh one when next asked."""
+        try:
+            self.connection.rollback()
+        except self.dialect.loaded_dbapi.Error:
+            self.connection.invalidate()
+            return
+        original = getattr(error, "orig", None)
+        if original is not None and self.dialect.is_disconnect(original, self.connection.dbapi_connection, self.cursor):
+            self.connection.invalidate()
+
+    def _run(self, sql, order, processors, parameters):
+        converted = [
+            parameters[key] if process is None else process(parameters[key])
+            for key, process in zip(order, processors, strict=True)
+        ]
+        arguments = tuple(converted) if self.dialect.positional else dict(zip(order, converted, strict=True))
+        self._driver(sql, arguments, self.cursor.execute, sql, arguments)
+        return self.cursor
+
+    def _driver(self, sql, parameters, call, *arguments):
+        try:
+            return call(*arguments)
+        except self.dialect.loaded_dbapi.Error as error:
+            raise DBAPIError.instance(sql, parameters, error, self.dialect.loaded_dbapi.Error) from error
+
+
+# {(statement or table, the keys of an insert's values, dialect, driver, paramstyle): (SQL, the keys
+# in the order of its parameters, each one's bind processor or None)}: an entry for each statement in use.
+_COMPILED = {}
+
+
+def _compiled(statement, dialect, keys):
+    kind = (statement, keys, dialect.name, dialect.driver, dialect.paramstyle)
+    if kind not in _COMPILED:
+        if isinstance(statement, Table):
+            statement = insert(statement)
+        compiled = statement.compile(dialect=dialect, column_keys=keys)
         order = tuple(compiled.positiontup) if dialect.positional else tuple(compiled.params)
-        if missing := set(order) - set(keys):
-            raise ValueError(f"insert_row needs a value for every column the insert has: {sorted(missing)}.")
+        if keys is not None and (missing := set(order) - set(keys)):
+            raise ValueError(f"An insert needs a value for every column it has: {sorted(missing)}.")
         processors = tuple(compiled.binds[key].type.dialect_impl(dialect).bind_processor(dialect) for key in order)
-        _INSERTS[kind] = str(compiled), order, processors
-    sql, order, processors = _INSERTS[kind]
-    converted = (
-        values[key] if process is None else process(values[key]) for key, process in zip(order, processors, strict=True)
-    )
-    if dialect.positional:
-        return connection.exec_driver_sql(sql, tuple(converted))
-    return connection.exec_driver_sql(sql, dict(zip(order, converted, strict=True)))
+        _COMPILED[kind] = str(compiled), order, processors
+    return _COMPILED[kind]

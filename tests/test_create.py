@@ -7,7 +7,10 @@ import pytest
 import rfc8785
 from Crypto.Hash import keccak
 from multiformats import CID, multihash
+from sqlalchemy import select
 
+from identity.extensions import db
+from identity.models import User
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
 
 CONTRACT_KEYS = {
@@ -122,6 +125,13 @@ def test_same_content_by_another_creator_is_still_409(create, admin_key):
     create({"display_name": "Shared"})
     again = create({"display_name": "Shared", "creator": OTHER_WALLET}, key=admin_key)
     assert again.status_code == 409
+
+
+def test_a_409_leaves_no_user_for_a_creator_it_would_have_made(app, create, admin_key):
+    create({"display_name": "Shared"})
+    assert create({"display_name": "Shared", "creator": OTHER_WALLET}, key=admin_key).status_code == 409
+    with app.app_context():
+        assert db.session.execute(select(User.wallet).where(User.wallet == OTHER_WALLET)).all() == []
 
 
 @pytest.mark.parametrize("app_config", [{"IDENTITY_DID_NAMESPACE": "acme"}])

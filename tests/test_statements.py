@@ -13,9 +13,9 @@ from sqlalchemy import event, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from identity import service
-from identity.extensions import db, write_connection
+from identity.extensions import db
 from identity.models import OFF_CHAIN, Change, Identity, User, new_id
-from identity.statements import HeldReads, insert_row
+from identity.statements import HeldReads, write_connection
 
 IDENTITIES, CHANGES, USERS = Identity.__table__, Change.__table__, User.__table__
 WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
@@ -48,23 +48,24 @@ def row_sql(connection, table, column):
     return f"SELECT * FROM {table} WHERE {column} = {placeholder}"
 
 
-def test_insert_row_stores_exactly_what_a_core_insert_stores(app):
-    with app.app_context(), db.engine.connect() as connection, connection.begin() as transaction:
-        user = a_user()
-        connection.execute(insert(USERS), user)
-        by_core, by_insert_row = an_identity(user["id"], 1), an_identity(user["id"], 2)
-        connection.execute(insert(IDENTITIES), by_core)
-        insert_row(connection, IDENTITIES, by_insert_row)
-        entry = {"identity_id": "x", "at": AT, "wallet": WALLET, "kind": "changed", "fields": {"n": {"after": 2**70}}}
-        connection.execute(insert(CHANGES), {**entry, "identity_id": by_core["identity_id"]})
-        insert_row(connection, CHANGES, {**entry, "identity_id": by_insert_row["identity_id"]})
-
-        identities = row_sql(connection, "identities", "id")
-        core_row, our_row = stored(connection, identities, by_core["id"]), stored(connection, identities, by_insert_row["id"])
-        changes = row_sql(connection, "identity_changes", "identity_id")
-        core_entry = stored(connection, changes, by_core["identity_id"])
-        our_entry = stored(connection, changes, by_insert_row["identity_id"])
-        transaction.rollback()
+def test_a_creates_writes_store_exactly_what_a_core_insert_stores(app):
+    user = a_user()
+    by_core, by_writes = an_identity(user["id"], 1), an_identity(user["id"], 2)
+    entry = {"identity_id": "x", "at": AT, "wallet": WALLET, "kind": "changed", "fields": {"n": {"after": 2**70}}}
+    with app.app_context():
+        with db.engine.begin() as connection:
+            connection.execute(insert(USERS), user)
+            connection.execute(insert(IDENTITIES), by_core)
+            connection.execute(insert(CHANGES), {**entry, "identity_id": by_core["identity_id"]})
+        with write_connection() as writes:
+            writes.insert(IDENTITIES, by_writes)
+            writes.insert(CHANGES, {**entry, "identity_id": by_writes["identity_id"]})
+        with db.engine.connect() as connection:
+            identities = row_sql(connection, "identities", "id")
+            core_row, our_row = stored(connection, identities, by_core["id"]), stored(connection, identities, by_writes["id"])
+            changes = row_sql(connection, "identity_changes", "identity_id")
+            core_entry = stored(connection, changes, by_core["identity_id"])
+            our_entry = stored(connection, changes, by_writes["identity_id"])
 
     differing = {"id", "identity_id", "content_id", "identity_hash", "display_name", "assets_sum"}
     keys = list(IDENTITIES.c.keys())
@@ -76,18 +77,40 @@ def test_insert_row_stores_exactly_what_a_core_insert_stores(app):
     assert our_entry[2:] == core_entry[2:] and our_entry[0] == core_entry[0] + 1
 
 
-def test_a_duplicate_through_insert_row_is_sqlalchemys_integrity_error(app):
-    with app.app_context(), db.engine.connect() as connection, connection.begin():
+def test_a_duplicate_in_a_creates_writes_is_sqlalchemys_integrity_error_and_undoes_the_transaction(app):
+    with app.app_context():
         user = a_user()
-        insert_row(connection, USERS, user)
-        with pytest.raises(IntegrityError):
-            insert_row(connection, USERS, {**user, "id": new_id()})  # the same wallet
+        with pytest.raises(IntegrityError), write_connection() as writes:
+            writes.insert(USERS, user)
+            writes.insert(USERS, {**user, "id": new_id()})  # the same wallet
+        assert db.session.execute(select(USERS.c.wallet)).all() == []
+        db.session.rollback()  # out of the snapshot of that read
+        # The connection went back to the pool in working order: the next write commits.
+        with write_connection() as writes:
+            writes.insert(USERS, user)
+        assert db.session.execute(select(USERS.c.id)).scalar_one() == user["id"]
 
 
-def test_insert_row_refuses_values_that_leave_a_column_to_a_default(app):
-    with app.app_context(), db.engine.connect() as connection, connection.begin():
-        with pytest.raises(ValueError, match="role"):
-            insert_row(connection, USERS, {"id": new_id(), "wallet": WALLET, "created_at": AT, "updated_at": AT})
+def test_a_creates_writes_refuse_values_that_leave_a_column_to_a_default(app):
+    with app.app_context(), pytest.raises(ValueError, match="role"), write_connection() as writes:
+        writes.insert(USERS, {"id": new_id(), "wallet": WALLET, "created_at": AT, "updated_at": AT})
+
+
+def test_a_creator_that_another_writer_made_a_user_since_the_creates_read_gets_that_user(app):
+    """A create reads its creator before it takes the write lock; a wallet not seen then gets its user
+    under the lock, unless another node made it in between: then the create is that user's."""
+    theirs = a_user()
+    with app.app_context():
+        with write_connection() as writes:
+            writes.insert(USERS, theirs)
+        with write_connection() as writes:
+            user = service._new_creator(writes, WALLET, AT)
+        with write_connection() as writes:
+            other = service._new_creator(writes, WALLET.lower().replace("5a", "5b"), AT)
+        rows = db.session.execute(select(USERS.c.id, USERS.c.wallet).order_by(USERS.c.created_at, USERS.c.wallet)).all()
+    assert (user["id"], user["wallet"], user["role"]) == (theirs["id"], WALLET, "User")
+    assert other["id"] != theirs["id"]
+    assert sorted(rows) == sorted([(theirs["id"], WALLET), (other["id"], other["wallet"])])
 
 
 def pooled_busy_timeouts(app, count):
@@ -114,8 +137,8 @@ def test_a_writer_that_waited_for_the_lock_and_gave_up_leaves_every_pooled_conne
                 pass
         finally:
             locker.rollback()
-        with write_connection() as connection:  # the lock is free: taken on the first try
-            insert_row(connection, USERS, a_user())
+        with write_connection() as writes:  # the lock is free: taken on the first try
+            writes.insert(USERS, a_user())
         assert db.session.execute(select(USERS.c.wallet)).scalar_one() == WALLET
         db.session.remove()
         assert pooled_busy_timeouts(app, 6) == [configured] * 6
@@ -138,8 +161,8 @@ def test_outside_gevent_a_writer_waits_for_the_lock_in_sqlite_without_asking_aga
         release.start()
         started = time.monotonic()
         try:
-            with write_connection() as connection:
-                insert_row(connection, USERS, a_user())
+            with write_connection() as writes:
+                writes.insert(USERS, a_user())
         finally:
             release.join()
         waited, begun = time.monotonic() - started, asked.count("BEGIN IMMEDIATE")

@@ -196,14 +196,21 @@ def _opened(engine):
         except BaseException as error:
             writes.rollback(error)
             raise
+        finally:
+            writes.close()
     finally:
         connection.close()  # back to the pool, which resets it
 
 
 class Writes:
-    """The statements of one write transaction on a pooled DBAPI connection (see write_connection),
-    each compiled once by SQLAlchemy and its parameters converted by the column types' own bind
-    processors, as a Connection would."""
+    """The statements of one write transaction on a pooled DBAPI connection (see write_connection).
+
+    Each statement is compiled by SQLAlchemy once per kind of database (and, for an insert, the keys
+    of its values), and its parameters converted by the column types' own bind processors, as a
+    Connection converts them. A Core execute finds its compiled form by a cache key made of the
+    statement and its values' keys on every call: about 45 µs of CPU for an insert whose driver's
+    work is 5 µs.
+    """
 
     def __init__(self, connection, dialect):
         self.connection = connection
@@ -253,6 +260,12 @@ class Writes:
         original = getattr(error, "orig", None)
         if original is not None and self.dialect.is_disconnect(original, self.connection.dbapi_connection, self.cursor):
             self.connection.invalidate()
+
+    def close(self):
+        try:
+            self.cursor.close()
+        except self.dialect.loaded_dbapi.Error:
+            pass  # a connection that broke: rollback invalidated it, and its cursors go with it
 
     def _run(self, sql, order, processors, parameters):
         converted = [

@@ -23,7 +23,7 @@ import uuid
 from datetime import timedelta
 
 from flask import current_app
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from . import history, lease
@@ -50,6 +50,7 @@ _DELIVERIES = WebhookDelivery.__table__
 # What a webhook's loop starts from.
 _RUN_COLUMNS = (Webhook.id, Webhook.url, Webhook.secret, Webhook.position, Webhook.attempts, Webhook.failing_since,
                 Webhook.next_attempt_at)
+_WEBHOOK_TO_RUN = select(*_RUN_COLUMNS).where(Webhook.id == bindparam("id"), Webhook.active)
 
 
 def backoff(attempt, shortest, longest):
@@ -258,17 +259,23 @@ class Deliverer:
                     self.loops[webhook.id] = thread
                     thread.start()
 
-    def _deliver(self, webhook):
+    def _deliver(self, polled):
+        """Run the webhook of `polled` (its row as the poll read it) from its row as it is now: a run of
+        it that ended since the poll has recorded a later position, and the poll's would send the
+        entries up to it again."""
         try:
             with self.app.app_context():
-                WebhookRun(self, webhook).run()
+                with single_read() as connection:
+                    webhook = connection.execute(_WEBHOOK_TO_RUN, {"id": polled.id}).first()
+                if webhook is not None:
+                    WebhookRun(self, webhook).run()
         except DBAPIError as error:
-            log.warning("webhook %s: database %s; delivery resumes at the next poll", webhook.id, cause(error))
+            log.warning("webhook %s: database %s; delivery resumes at the next poll", polled.id, cause(error))
         except Exception:  # noqa: BLE001 - a loop must not die silently; the next poll starts it again
-            log.exception("webhook %s: delivery failed; it resumes at the next poll", webhook.id)
+            log.exception("webhook %s: delivery failed; it resumes at the next poll", polled.id)
         finally:
             with self.lock:
-                self.loops.pop(webhook.id, None)
+                self.loops.pop(polled.id, None)
 
     def _release(self):
         try:

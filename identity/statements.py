@@ -9,7 +9,7 @@ database, so that a request pays only for the driver's work and what it converts
 import os
 import threading
 import weakref
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from operator import itemgetter
 
 from flask import current_app
@@ -143,19 +143,10 @@ def _converters(statement, dialect, description):
     return _CONVERTERS[kind]
 
 
-# {(statement, dialect, driver, paramstyle): (SQL, its parameter's name)}: an entry for each statement
-# read_one runs (module constants) on each kind of database in use.
-_RAW_STATEMENTS = {}
-
-
 def _raw_statement(statement, dialect, value):
-    """The SQL of `statement` for `dialect`, and `value` as its one parameter in the paramstyle."""
-    kind = (statement, dialect.name, dialect.driver, dialect.paramstyle)
-    if kind not in _RAW_STATEMENTS:
-        compiled = statement.compile(dialect=dialect)
-        (name,) = compiled.params
-        _RAW_STATEMENTS[kind] = str(compiled), name
-    sql, name = _RAW_STATEMENTS[kind]
+    """The SQL of `statement` (see _compiled) for `dialect`, and `value` as its one parameter in the paramstyle."""
+    sql, (name,), (process,) = _compiled(statement, dialect, None)
+    value = value if process is None else process(value)
     return sql, ((value,) if dialect.positional else {name: value})
 
 
@@ -186,10 +177,8 @@ def write_connection():
 
 @contextmanager
 def _opened(engine):
-    dialect = engine.dialect
-    connection = _checkout(engine, "BEGIN", None)
-    try:
-        writes = Writes(connection, dialect)
+    with closing(_checkout(engine, "BEGIN", None)) as connection:  # back to the pool at the end, which resets it
+        writes = Writes(connection, engine.dialect)
         try:
             yield writes
             writes.commit()
@@ -198,8 +187,6 @@ def _opened(engine):
             raise
         finally:
             writes.close()
-    finally:
-        connection.close()  # back to the pool, which resets it
 
 
 class Writes:
@@ -284,7 +271,8 @@ class Writes:
 
 
 # {(statement or table, the keys of an insert's values, dialect, driver, paramstyle): (SQL, the keys
-# in the order of its parameters, each one's bind processor or None)}: an entry for each statement in use.
+# in the order of its parameters, each one's bind processor or None)}: an entry for each statement
+# read_one or a create's Writes runs (module constants) on each kind of database in use.
 _COMPILED = {}
 
 

@@ -47,10 +47,13 @@ _change_schema = ChangeSchema()
 _jitter = random.SystemRandom()
 _WEBHOOKS = Webhook.__table__
 _DELIVERIES = WebhookDelivery.__table__
-# What a webhook's loop starts from.
-_RUN_COLUMNS = (Webhook.id, Webhook.url, Webhook.secret, Webhook.position, Webhook.attempts, Webhook.failing_since,
-                Webhook.next_attempt_at)
-_WEBHOOK_TO_RUN = select(*_RUN_COLUMNS).where(Webhook.id == bindparam("id"), Webhook.active)
+# What a webhook's loop starts from, read as it starts.
+_WEBHOOK_TO_RUN = select(
+    Webhook.id, Webhook.url, Webhook.secret, Webhook.position, Webhook.attempts, Webhook.failing_since,
+    Webhook.next_attempt_at,
+).where(Webhook.id == bindparam("id"), Webhook.active)
+# What a loop follows before each attempt (WebhookRun.wanted).
+_WEBHOOK_STATE = select(_WEBHOOKS.c.url, _WEBHOOKS.c.active).where(_WEBHOOKS.c.id == bindparam("id"))
 
 
 def backoff(attempt, shortest, longest):
@@ -72,7 +75,6 @@ class WebhookRun:
         self.failing_since = webhook.failing_since
         self.next_attempt_at = webhook.next_attempt_at
         self.receiver = Receiver(webhook.url, webhook.secret)
-        self.row = select(_WEBHOOKS.c.url, _WEBHOOKS.c.active).where(_WEBHOOKS.c.id == self.id)
         self.pending = []
         self.flushed_at = time.monotonic()
         config = current_app.config
@@ -152,7 +154,7 @@ class WebhookRun:
         """Whether the webhook is still registered and active, read afresh before each attempt: after a
         DELETE or a PATCH "active": false is answered, no attempt starts; after a new URL, the next goes there."""
         with single_read() as connection:
-            found = connection.execute(self.row).first()
+            found = connection.execute(_WEBHOOK_STATE, {"id": self.id}).first()
         return self.follow(found)
 
     def follow(self, found):
@@ -249,33 +251,31 @@ class Deliverer:
 
     def dispatch(self):
         head = select(func.coalesce(func.max(Change.seq), 0)).scalar_subquery()
-        # Rows, not ORM objects: a loop reads them in its own thread, while this session goes on.
-        due = db.session.execute(select(*_RUN_COLUMNS).where(Webhook.active, Webhook.position < head)).all()
+        due = db.session.execute(select(Webhook.id).where(Webhook.active, Webhook.position < head)).scalars().all()
         db.session.commit()
         with self.lock:
-            for webhook in due:
-                if webhook.id not in self.loops:
-                    thread = threading.Thread(target=self._deliver, args=(webhook,), name="webhook", daemon=True)
-                    self.loops[webhook.id] = thread
+            for webhook_id in due:
+                if webhook_id not in self.loops:
+                    thread = threading.Thread(target=self._deliver, args=(webhook_id,), name="webhook", daemon=True)
+                    self.loops[webhook_id] = thread
                     thread.start()
 
-    def _deliver(self, polled):
-        """Run the webhook of `polled` (its row as the poll read it) from its row as it is now: a run of
-        it that ended since the poll has recorded a later position, and the poll's would send the
-        entries up to it again."""
+    def _deliver(self, webhook_id):
+        """Run the webhook from its row as it is when the run starts, not as the poll read it: a run of
+        it that ended since the poll has recorded a later position, from which this one goes on."""
         try:
             with self.app.app_context():
                 with single_read() as connection:
-                    webhook = connection.execute(_WEBHOOK_TO_RUN, {"id": polled.id}).first()
+                    webhook = connection.execute(_WEBHOOK_TO_RUN, {"id": webhook_id}).first()
                 if webhook is not None:
                     WebhookRun(self, webhook).run()
         except DBAPIError as error:
-            log.warning("webhook %s: database %s; delivery resumes at the next poll", polled.id, cause(error))
+            log.warning("webhook %s: database %s; delivery resumes at the next poll", webhook_id, cause(error))
         except Exception:  # noqa: BLE001 - a loop must not die silently; the next poll starts it again
-            log.exception("webhook %s: delivery failed; it resumes at the next poll", polled.id)
+            log.exception("webhook %s: delivery failed; it resumes at the next poll", webhook_id)
         finally:
             with self.lock:
-                self.loops.pop(polled.id, None)
+                self.loops.pop(webhook_id, None)
 
     def _release(self):
         try:

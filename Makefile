@@ -51,6 +51,7 @@ test: install-dev lint
 
 lint: install-dev
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 # The floor's only extra, orjson, is pinned in requirements.txt (make test checks the floor too);
 # wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (no 1M part;

@@ -21,7 +21,7 @@ from pathlib import Path
 
 # The folders this server makes are held by its processes; those that a server killed outright left
 # behind are removed when another starts (identity/server_files.py, which imports no metrics).
-from identity.server_files import make_server_folder, sweep_left_behind
+from identity.server.files import make_server_folder, sweep_left_behind
 
 # prometheus_client picks its multiprocess mode when it is first imported, so the directory must be
 # in the environment, and exist, before anything imports it: here, in the master, before the import
@@ -37,13 +37,13 @@ Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 from gunicorn.glogging import Logger  # noqa: E402
 from prometheus_client import multiprocess  # noqa: E402
 
-from identity.balance import FILE_VARIABLE as LOADS_FILE_VARIABLE  # noqa: E402
-from identity.balance import create_loads_file  # noqa: E402
 from identity.config import settings_from_env  # noqa: E402
-from identity.limits import COUNTS_FILE_VARIABLE  # noqa: E402
-from identity.logs import logging_config  # noqa: E402
-from identity.redact import redact_keys  # noqa: E402
-from identity.shared_counts import create_counts_file  # noqa: E402
+from identity.server.balance import FILE_VARIABLE as LOADS_FILE_VARIABLE  # noqa: E402
+from identity.server.balance import create_loads_file  # noqa: E402
+from identity.web.limits import COUNTS_FILE_VARIABLE  # noqa: E402
+from identity.web.logs import logging_config  # noqa: E402
+from identity.web.redact import redact_keys  # noqa: E402
+from identity.web.shared_counts import create_counts_file  # noqa: E402
 
 _settings = settings_from_env()
 
@@ -252,8 +252,8 @@ def post_worker_init(worker):
     signal.signal(signal.SIGTERM, drain_then_stop)
     freeze_loaded_objects()
     if _under_gevent():
-        from identity.balance import WorkerLoads
-        from identity.turns import Turns
+        from identity.server.balance import WorkerLoads
+        from identity.server.fairness import Turns
 
         _turns.append(Turns())
         try:

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import orjson
 
 # Pure modules (no Flask, no database): the floor computes ids exactly as the project does.
-from identity import content
-from identity.wallets import checksum_wallet
+from identity.core import content
+from identity.core.wallets import checksum_wallet
 
 FIELDS = frozenset(("display_name", "description", "image", "external_reference", "creator"))
 MAX_KEY_LENGTH = 128

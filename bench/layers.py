@@ -39,22 +39,22 @@ def seeded_database(directory, count=200):
     """A migrated SQLite database with a User key and `count` identities; returns (url, key, ids)."""
     from flask_migrate import upgrade
 
-    from identity import create_app, service
+    from identity import create_app
+    from identity.core import identities as service
+    from identity.core import keys
     from identity.schemas import IdentityCreateSchema
 
     url = f"sqlite:///{directory}/layers.db"
     app = create_app({"DATABASE_URL": url})
     with app.app_context():
         upgrade()
-        key, _ = service.issue_key(WALLET, "User")
-        from identity.auth import verify_api_key
-
-        caller = verify_api_key(key)
+        key, _ = keys.issue_key(WALLET, "User")
+        caller = keys.caller_of(key)
         schema = IdentityCreateSchema()
         ids = [service.create_identity(schema.load({"display_name": f"Layer {n}", "description": "A GET's layers.",
                                                      "image": f"https://example.org/{n}.png"}), caller)["identity_id"]
                for n in range(count)]
-        from identity.extensions import db
+        from identity.storage.database import db
 
         db.session.remove()
         db.engine.dispose()
@@ -85,7 +85,7 @@ def post_environs(key, count, tag):
 
 def logs_as_the_server_writes_them():
     """Logging as gunicorn.conf.py sets it (JSON lines, the access line included), written to /dev/null."""
-    from identity.logs import logging_config
+    from identity.web.logs import logging_config
 
     logging.config.dictConfig(logging_config())
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False

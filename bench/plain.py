@@ -14,7 +14,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from bench.floor import Floor, Refusal, request_id_of
-from identity.segments import WholeResponses
+from identity.server.cork import WholeResponses
 
 ROUTES = ("/identity", "/identities")
 

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.run import SKIP_SCALE  # noqa: E402 - BENCH_QUICK=1 or BENCH_SKIP_1M=1: no 1,000,000 part
-from identity import content  # noqa: E402
-from identity.wallets import checksum_wallet  # noqa: E402
+from identity.core import content  # noqa: E402
+from identity.core.wallets import checksum_wallet  # noqa: E402
 
 GOALS = {"export": 50_000, "import": 10_000, "snapshot": 20_000}
 MAX_RSS_MB = 200

@@ -104,10 +104,11 @@ def seed_through_the_project(database, key, count):
 
     One process: two writers would queue on SQLite's busy handler, which sleeps in whole milliseconds.
     """
-    from identity import create_app, service
-    from identity.auth import verify_api_key
-    from identity.extensions import db
+    from identity import create_app
+    from identity.core import identities as service
     from identity.schemas import IdentityCreateSchema
+    from identity.storage.database import db
+    from identity.web.auth import verify_api_key
 
     app = create_app({"DATABASE_URL": f"sqlite:///{database}"})
     schema = IdentityCreateSchema()
@@ -137,7 +138,7 @@ def bytes_per_identity(database):
 
 def _bulk_rows(span, creator_id, now):
     """Rows for identities number span[0] .. span[1]-1, addressed by the project's pure content module."""
-    from identity import content
+    from identity.core import content
 
     rows = []
     for number in range(*span):
@@ -585,7 +586,7 @@ def main():
         key = flask_cli(project_db, "keys", "create", "--wallet", WALLET, "--role", "User").strip().splitlines()[-1]
         clock = time.monotonic()
         ids = seed_through_the_project(project_db, key, IDENTITIES)
-        say(f"seeded {len(ids):,} identities through identity.service.create_identity "
+        say(f"seeded {len(ids):,} identities through identity.core.identities.create_identity "
             f"in {time.monotonic() - clock:.1f} s")
         checkpoint(project_db)
         floor_db, plain_db, pristine_db = work / "floor.db", work / "plain.db", work / "pristine.db"

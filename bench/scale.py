@@ -1,7 +1,7 @@
 """`make bench`, browse and search: p50 of GET /identities at 10,000, 100,000 and 1,000,000 identities.
 
 One SQLite database grows from size to size. Identities are bulk-inserted in big transactions with
-the project's own content addressing (identity.content.address), so the migration's triggers fill
+the project's own content addressing (identity.core.content.address), so the migration's triggers fill
 the full-text, trigram and count tables as every create does. 100 creators (issued through the
 service) share the identities; 50 identities named "Vitalik Buterin ..." are planted among the first
 10,000, so that the displayName and q queries match the same 50 identities at every size: what is
@@ -55,7 +55,7 @@ def identity_body(number):
 
 
 def _rows(span, creator_ids):
-    from identity import content
+    from identity.core import content
 
     rows = []
     for number in range(*span):

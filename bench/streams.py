@@ -24,7 +24,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from identity import service  # noqa: E402
+from identity.core import keys  # noqa: E402
 from tests import postgres  # noqa: E402
 from tests.conftest import make_app  # noqa: E402
 from tests.live import LiveServer, prepare_database, start_all  # noqa: E402
@@ -91,7 +91,7 @@ def many_streams(directory):
     admin_key = prepare_database(database_url, WALLET)
     app = make_app(database_url)
     with app.app_context():
-        keys = [service.issue_key(f"0x{number + 1:040x}", "User")[0] for number in range(-(-STREAMS // PER_KEY))]
+        keys = [keys.issue_key(f"0x{number + 1:040x}", "User")[0] for number in range(-(-STREAMS // PER_KEY))]
     server = LiveServer(database_url, workers=None).start()  # as `make run` serves
     headers = {"x-api-key": admin_key}
     streams = None

@@ -2,7 +2,7 @@
 
 import os
 
-MIGRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "migrations")
+MIGRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "storage", "migrations")
 
 
 def create_app(config=None):
@@ -13,14 +13,15 @@ def create_app(config=None):
     from flask import Flask
     from flask_migrate.cli import db as migrate_commands
 
-    from . import background, docs, encoding, finish, limits, logs, metrics
-    from .api import blp
+    from . import background
     from .cli import backup, check_database, copy_database, identities, keys, webhooks
     from .config import database_url, engine_options, settings_from_env
-    from .errors import ProblemApi, register_error_handlers
-    from .extensions import db, migrate, tune_sqlite, wait_for_writes_in_turn
-    from .segments import WholeResponses
-    from .wrappers import Request
+    from .server.cork import WholeResponses
+    from .storage.database import db, migrate, tune_sqlite, wait_for_writes_in_turn
+    from .web import blp, docs, finish, limits, logs, metrics
+    from .web import json_provider as encoding
+    from .web.problems import ProblemApi, register_error_handlers
+    from .web.requests import Request
 
     app = Flask(__name__, instance_relative_config=True)
     app.request_class = Request

@@ -1,10 +1,10 @@
 """Background work of a serving process, in one place: what runs beside the requests, and how it starts
 and stops with the app.
 
-- The webhook deliverer (identity.delivery) runs in every serving process; a lease in the database lets
+- The webhook deliverer (identity.feed.delivery) runs in every serving process; a lease in the database lets
   one at a time deliver, across processes and nodes. `flask --app app webhooks deliver` runs one on its
   own, and IDENTITY_WEBHOOKS_DELIVER=0 keeps a node's serving processes out.
-- The live feed's hub (identity.live) wakes the long polls and event streams of the process; the first
+- The live feed's hub (identity.feed.live) wakes the long polls and event streams of the process; the first
   of them starts it.
 
 Under gunicorn's gevent worker both are greenlets, started and stopped by gunicorn.conf.py's worker
@@ -14,7 +14,7 @@ hooks; under `flask run`, threads, started here; the Flask test client starts on
 import click
 from werkzeug.serving import is_running_from_reloader
 
-from . import delivery, live
+from .feed import delivery, live
 
 
 def init_app(app):

@@ -1,6 +1,6 @@
 """`flask keys ...`: issue, list, rotate and revoke API keys. `flask identities ...`: curate identities.
 `flask backup PATH`: copy the SQLite database. `flask identities export|import|snapshot` and `flask db copy`:
-identities as data (identity.portable, identity.car, identity.dbcopy). `flask webhooks deliver`: a webhook
+identities as data (identity.data.imports, identity.data.snapshot, identity.data.copy). `flask webhooks deliver`: a webhook
 deliverer on its own."""
 
 import functools
@@ -17,13 +17,19 @@ from flask.cli import pass_script_info, with_appcontext
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from tqdm import tqdm
 
-from . import car, curation, dbcopy, delivery, portable, readiness, service
-from .errors import IdentityNotFound, ServiceError
-from .extensions import db
-from .faults import cause
-from .hints import flask_command
+from .core import curation
+from .core import keys as service
+from .core.errors import IdentityNotFound, ServiceError
+from .core.wallets import checksum_wallet
+from .data import copy as dbcopy
+from .data import exports, imports
+from .data import snapshot as car
+from .feed import delivery
 from .schemas import STATUSES
-from .wallets import checksum_wallet
+from .storage import readiness
+from .storage.database import db
+from .storage.faults import cause
+from .storage.hints import flask_command
 
 # Who the history names for a change made on the command line without --by.
 CLI_WALLET = "cli"
@@ -104,7 +110,7 @@ def create_key(wallet, role, scope, label, expires_in):
 @with_appcontext
 def list_keys():
     """List keys without their secrets: scope, label, expiry and last use too."""
-    rows = service.list_keys()
+    rows = service.all_keys()
     click.echo(
         f"{'id':36}  {'hint':9}  {'wallet':42}  {'role':5}  {'scope':5}  {'label':20}  {'created_at':20}  "
         f"{'expires_at':20}  {'last_used_at':20}  revoked_at"
@@ -174,7 +180,7 @@ DEVELOPMENT_WALLET = "0x1111111111111111111111111111111111111111"
 @with_appcontext
 def bootstrap_key(wallet, base_url):
     """On a database with no keys, issue a first Admin key and show how to use it; else do nothing."""
-    if service.list_keys():
+    if service.all_keys():
         click.echo(f"Keys exist already: `{flask_command('keys', 'create', '--wallet', 'ADDRESS')}` issues another.", err=True)
         return
     key, _ = service.issue_key(wallet, "Admin")
@@ -325,13 +331,13 @@ def export_identities(path):
     import` reads it back. A file is written under a temporary name and renamed when complete.
     """
     try:
-        with _faults("The export"), _progress(portable.count_identities()) as bar:
+        with _faults("The export"), _progress(exports.count_identities()) as bar:
             if str(path) == "-":
                 with click.open_file("-", "wb") as stdout:
-                    written = portable.export_identities(stdout, bar.update)
+                    written = exports.export_identities(stdout, bar.update)
             else:
                 with _writing(path) as stream:
-                    written = portable.export_identities(stream, bar.update)
+                    written = exports.export_identities(stream, bar.update)
     except KeyboardInterrupt:
         _interrupted("no file was written" if str(path) != "-" else "the output stops where it was")
     click.echo(f"exported {written} identities", err=True)
@@ -350,14 +356,14 @@ def import_identities(source, wallet):
     in batches: after Ctrl-C, what was committed stays and is reported.
     """
     wallet = _wallet_option(wallet)
-    counts = portable.ImportCounts()
+    counts = imports.ImportCounts()
 
     def refused(number, message):
         click.echo(f"line {number}: refused: {message}", err=True)
 
     try:
         with _faults("The import", counts), _progress() as bar:
-            portable.import_identities(source, wallet or CLI_WALLET, counts, refused, bar.update)
+            imports.import_identities(source, wallet or CLI_WALLET, counts, refused, bar.update)
     except KeyboardInterrupt:
         click.echo(f"Interrupted after line {counts.lines}: {counts.summary()} (committed; import the rest again, "
                    "present identities are skipped).", err=True)
@@ -378,7 +384,7 @@ def snapshot(path):
     loads it. The file is written under a temporary name and renamed when complete.
     """
     try:
-        with _faults("The snapshot"), _progress(portable.count_identities()) as bar, _writing(path) as stream:
+        with _faults("The snapshot"), _progress(exports.count_identities()) as bar, _writing(path) as stream:
             root, written = car.write_snapshot(stream, bar.update)
     except car.SnapshotError as error:
         raise click.ClickException(str(error)) from None
@@ -420,7 +426,7 @@ def _writing(path):
         raise click.BadParameter(f"{path} is a folder; give a file name.", param_hint="PATH")
     if not path.resolve().parent.is_dir():
         raise click.BadParameter(f"No folder {path.resolve().parent} to write in.", param_hint="PATH")
-    return portable.replacing(path)
+    return exports.replacing(path)
 
 
 def _wallet_option(wallet):

@@ -112,7 +112,7 @@ def settings_from_env(environ=None):
         # both well under gunicorn's 30 s worker timeout, so a stuck database gives a 503, not a killed worker.
         "IDENTITY_DB_POOL_TIMEOUT": _int(environ, "IDENTITY_DB_POOL_TIMEOUT", 10),
         "IDENTITY_DB_CONNECT_TIMEOUT": _int(environ, "IDENTITY_DB_CONNECT_TIMEOUT", 5),
-        # Webhooks (identity.webhooks, identity.delivery). A node delivers unless told not to; one
+        # Webhooks (identity.feed.webhooks, identity.feed.delivery). A node delivers unless told not to; one
         # deliverer works at a time across every process and node, through a lease in the database.
         "IDENTITY_WEBHOOKS_DELIVER": _bool(environ, "IDENTITY_WEBHOOKS_DELIVER", True),
         # Receivers on loopback, private, link-local... addresses: refused unless this says otherwise.
@@ -136,7 +136,7 @@ def settings_from_env(environ=None):
         "OPENAPI_URL_PREFIX": "/",
         "OPENAPI_JSON_PATH": "openapi.json",
         "OPENAPI_SWAGGER_UI_PATH": "docs",
-        # Served by identity.docs from an installed package, never a CDN: /docs works offline.
+        # Served by identity.web.docs from an installed package, never a CDN: /docs works offline.
         "OPENAPI_SWAGGER_UI_URL": "/docs/assets/",
         # No call to the public validator service from the page.
         "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None, "deepLinking": True},

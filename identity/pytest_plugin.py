@@ -45,7 +45,7 @@ def _identity_template_database(tmp_path_factory):
     from flask_migrate import upgrade
 
     from . import create_app
-    from .extensions import db
+    from .storage.database import db
 
     path = tmp_path_factory.mktemp("identity-template") / "identity.db"
     app = create_app({"DATABASE_URL": f"sqlite:///{path}", "TESTING": True})
@@ -60,7 +60,7 @@ def _identity_template_database(tmp_path_factory):
 def identity_app(identity_config, _identity_template_database, tmp_path_factory):
     """The Identity service's Flask app on a fresh database, migrated and seen by this test alone."""
     from . import background, create_app
-    from .extensions import db
+    from .storage.database import db
 
     given = sorted(set(_DATABASE_SETTINGS) & set(identity_config))
     if given:

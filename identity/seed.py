@@ -2,7 +2,7 @@
 
 For projects that run the service inside their own tests (see identity.pytest_plugin) and for
 scripts that fill a database. Identities go through the route's own code: the shared
-identity_create_schema validates, service.create_identity addresses and stores, identity_schema
+identity_create_schema validates, identities.create_identity addresses and stores, identity_schema
 shapes the result. Every function takes the app and works inside or outside its app context.
 """
 
@@ -13,9 +13,8 @@ from eth_utils import to_checksum_address
 from flask import current_app, has_app_context
 from marshmallow import ValidationError
 
-from . import curation, service
-from .auth import Caller
-from .errors import IdentityExists, IdentityNotFound, InvalidFields
+from .core import curation, identities, keys
+from .core.errors import IdentityExists, IdentityNotFound, InvalidFields
 from .schemas import identity_create_schema, identity_patch_schema, identity_schema
 
 __all__ = [
@@ -39,7 +38,7 @@ def issue_key(app, wallet=None, role="User"):
     `flask keys create --role` does. Raises ValueError for a malformed wallet or an unknown role.
     """
     with _app_context(app):
-        key, _ = service.issue_key(wallet or new_wallet(), role)
+        key, _ = keys.issue_key(wallet or new_wallet(), role)
     return key
 
 
@@ -66,9 +65,9 @@ def create_identity(app, display_name, *, description=None, image=None, external
         fields = identity_create_schema.load(body)
     except ValidationError as error:
         raise InvalidFields(error.messages) from None
-    caller = Caller(user_id=None, key_id=None, wallet=fields["creator"] or new_wallet(), role="Admin")
+    caller = keys.Caller(user_id=None, key_id=None, wallet=fields["creator"] or new_wallet(), role="Admin")
     with _app_context(app):
-        return identity_schema.dump(service.create_identity(fields, caller))
+        return identity_schema.dump(identities.create_identity(fields, caller))
 
 
 def set_status(app, identity_id, status, *, by=None):

@@ -11,8 +11,9 @@ from flask_migrate import upgrade
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
-from identity import background, create_app, service
-from identity.extensions import db
+from identity import background, create_app
+from identity.core import keys
+from identity.storage.database import db
 from tests import postgres
 from tests.live import UNLIMITED, free_port
 
@@ -230,7 +231,7 @@ def issue_key(app):
 
     def issue(wallet, role=None):
         with app.app_context():
-            key, _ = service.issue_key(wallet, role)
+            key, _ = keys.issue_key(wallet, role)
         return key
 
     return issue

@@ -7,9 +7,9 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.engine import make_url
 
-from identity import service
-from identity.extensions import db
-from identity.models import ApiKey, User, utcnow
+from identity.core import keys
+from identity.storage.database import db
+from identity.storage.models import ApiKey, User, utcnow
 from tests.conftest import USER_WALLET
 
 UNKNOWN = "did:identity:ipfs:bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
@@ -31,7 +31,7 @@ def refusal(response):
 @pytest.mark.parametrize("method, path", ROUTES)
 def test_missing_unknown_and_revoked_keys_get_the_same_401(app, client, user_key, method, path):
     with app.app_context():
-        service.revoke_key(wallet=USER_WALLET)
+        keys.revoke_key(wallet=USER_WALLET)
     missing = refusal(call(client, method, path))
     unknown = refusal(call(client, method, path, "idsk_" + "A" * 43))
     revoked = refusal(call(client, method, path, user_key))
@@ -61,9 +61,9 @@ def test_health_routes_need_no_key(client):
 
 def test_keys_have_a_greppable_prefix_and_256_bits(app):
     with app.app_context():
-        keys = {service.issue_key(USER_WALLET)[0] for _ in range(20)}
-    assert len(keys) == 20
-    for key in keys:
+        issued = {keys.issue_key(USER_WALLET)[0] for _ in range(20)}
+    assert len(issued) == 20
+    for key in issued:
         assert re.fullmatch(r"idsk_[A-Za-z0-9_-]{43}", key)  # 43 base64url characters carry 256 bits
 
 
@@ -135,7 +135,7 @@ def test_reads_within_the_interval_do_not_write(client, user_key, database_path)
 def test_key_of_a_revoked_wallet_stops_working_at_once(app, client, user_key):
     assert call(client, "POST", "/identity", user_key).status_code == 201
     with app.app_context():
-        assert service.revoke_key(wallet=USER_WALLET) == 1
+        assert keys.revoke_key(wallet=USER_WALLET) == 1
     refusal(call(client, "POST", "/identity", user_key))
 
 
@@ -143,15 +143,15 @@ def test_key_of_a_revoked_wallet_stops_working_at_once(app, client, user_key):
 def test_a_key_revoked_by_another_process_stops_working_within_the_cache_time(
     app, client, user_key, database_url, monkeypatch
 ):
-    import identity.auth
+    import identity.core.keys
     from tests.conftest import make_app
 
     clock = [1000.0]
-    monkeypatch.setattr(identity.auth.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(identity.core.keys.time, "monotonic", lambda: clock[0])
     assert call(client, "POST", "/identity", user_key).status_code == 201  # looked up, then trusted
     other_worker = make_app(database_url)
     with other_worker.app_context():
-        assert service.revoke_key(wallet=USER_WALLET) == 1
+        assert keys.revoke_key(wallet=USER_WALLET) == 1
     clock[0] += 29
     assert client.get("/identity/x", headers={"x-api-key": user_key}).status_code == 404  # still trusted
     clock[0] += 2
@@ -161,5 +161,5 @@ def test_a_key_revoked_by_another_process_stops_working_within_the_cache_time(
 def test_a_key_revoked_in_this_process_stops_working_at_once(app, client, user_key):
     assert client.get("/identity/x", headers={"x-api-key": user_key}).status_code == 404
     with app.app_context():
-        service.revoke_key(wallet=USER_WALLET)
+        keys.revoke_key(wallet=USER_WALLET)
     refusal(call(client, "GET", "/identity/x", user_key))

@@ -11,8 +11,8 @@ from http.client import HTTPConnection
 import pytest
 
 from bench.run import clients_per_worker, worker_pids
-from identity import balance
-from identity.balance import RECOUNT, WorkerLoads, create_loads_file
+from identity.server import balance
+from identity.server.balance import RECOUNT, WorkerLoads, create_loads_file
 from tests.live import LiveServer
 
 

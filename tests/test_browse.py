@@ -7,9 +7,10 @@ import pytest
 from flask_migrate import upgrade
 from sqlalchemy import insert, text, update
 
-from identity import content, seed
-from identity.extensions import db
-from identity.models import OFF_CHAIN, Identity, User, new_id, utcnow
+from identity import seed
+from identity.core import content
+from identity.storage.database import db
+from identity.storage.models import OFF_CHAIN, Identity, User, new_id, utcnow
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
 
 

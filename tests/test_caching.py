@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import update
 
-from identity.extensions import db
-from identity.models import User
+from identity.storage.database import db
+from identity.storage.models import User
 from tests.conftest import USER_WALLET
 
 

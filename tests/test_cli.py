@@ -140,7 +140,7 @@ def test_db_upgrade_creates_the_schema(empty_database_url):
     from sqlalchemy import inspect
 
     from identity import create_app
-    from identity.extensions import db
+    from identity.storage.database import db
 
     app = create_app({"DATABASE_URL": empty_database_url})
     result = app.test_cli_runner().invoke(args=["db", "upgrade"])

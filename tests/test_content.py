@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multiformats import CID, multihash
 
-from identity.content import (
+from identity.core.content import (
     CONTENT_FIELDS,
     DEFAULT_NAMESPACE,
     ContentAddress,
@@ -29,7 +29,7 @@ from identity.content import (
     parse_identity_id,
 )
 
-CONTENT_MODULE = Path(__file__).resolve().parent.parent / "identity" / "content.py"
+CONTENT_MODULE = Path(__file__).resolve().parent.parent / "identity" / "core" / "content.py"
 
 EMPTY_BYTES_CID = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
 

@@ -9,8 +9,8 @@ from Crypto.Hash import keccak
 from multiformats import CID, multihash
 from sqlalchemy import select
 
-from identity.extensions import db
-from identity.models import User
+from identity.storage.database import db
+from identity.storage.models import User
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
 
 CONTRACT_KEYS = {

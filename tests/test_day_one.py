@@ -3,9 +3,9 @@
 import pytest
 from sqlalchemy.engine import make_url
 
-from identity import service
 from identity.config import database_url
-from identity.extensions import db
+from identity.core import keys
+from identity.storage.database import db
 from tests.conftest import ADMIN_WALLET, make_app
 
 UUID = "3f6c2a9e-8b1d-4c7a-9e52-0a4b6d8c1f27"
@@ -49,7 +49,7 @@ def test_the_first_request_after_db_upgrade_is_served(unmigrated_app):
     assert client.get("/identities", headers={"x-api-key": "idsk_x"}).status_code == 503
     with unmigrated_app.app_context():
         upgrade()
-        key, _ = service.issue_key(ADMIN_WALLET, "Admin")
+        key, _ = keys.issue_key(ADMIN_WALLET, "Admin")
     assert client.get("/identities", headers={"x-api-key": key}).status_code == 200
 
 

@@ -9,9 +9,11 @@ import pytest
 import requests
 from sqlalchemy import create_engine, func, select, text
 
-from identity import dbcopy, seed, service
-from identity.extensions import db
-from identity.models import Change, Identity, User
+from identity import seed
+from identity.core import keys
+from identity.data import copy as dbcopy
+from identity.storage.database import db
+from identity.storage.models import Change, Identity, User
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app, migrate, without_last_login
 from tests.live import BIN, ROOT, LiveServer
 
@@ -135,16 +137,16 @@ def test_move_from_sqlite_to_postgresql_as_docs_scaling_out_describes(backend, t
     migrate(sqlite_url)
     app = make_app(sqlite_url)
     client = app.test_client()
-    keys = {"admin": seed.issue_key(app, ADMIN_WALLET, "Admin"), "user": seed.issue_key(app, USER_WALLET, "User")}
+    issued = {"admin": seed.issue_key(app, ADMIN_WALLET, "Admin"), "user": seed.issue_key(app, USER_WALLET, "User")}
     revoked = seed.issue_key(app, OTHER_WALLET, "User")
     with app.app_context():
-        service.revoke_key(wallet=OTHER_WALLET)
-        rotated, _ = service.rotate_key(service.list_keys()[-1].id)  # the first Admin key, rotated out
-        keys["rotated-in"] = rotated
-        keys["admin-2"] = service.issue_key(ADMIN_WALLET)[0]
-    keys.pop("admin")
-    ids = populate(app, client, keys["admin-2"])
-    admin = {"x-api-key": keys["admin-2"]}
+        keys.revoke_key(wallet=OTHER_WALLET)
+        rotated, _ = keys.rotate_key(keys.all_keys()[-1].id)  # the first Admin key, rotated out
+        issued["rotated-in"] = rotated
+        issued["admin-2"] = keys.issue_key(ADMIN_WALLET)[0]
+    issued.pop("admin")
+    ids = populate(app, client, issued["admin-2"])
+    admin = {"x-api-key": issued["admin-2"]}
     before = {identity_id: client.get(f"/identity/{identity_id}", headers=admin) for identity_id in ids}
     first_page = client.get("/identities?limit=2", headers=admin).json
     second_page = client.get(f"/identities?cursor={first_page['next']}", headers=admin).json
@@ -165,7 +167,7 @@ def test_move_from_sqlite_to_postgresql_as_docs_scaling_out_describes(backend, t
         server = LiveServer(postgres_url, workers=2).start()
         try:
             session = requests.Session()
-            for name, key in keys.items():
+            for name, key in issued.items():
                 assert session.get(server.url + "/identities", headers={"x-api-key": key}, timeout=30).status_code == 200, name
             assert session.get(server.url + "/identities", headers={"x-api-key": revoked}, timeout=30).status_code == 401
             for identity_id, answer in before.items():

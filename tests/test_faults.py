@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from identity.extensions import db
+from identity.storage.database import db
 from tests.conftest import ADMIN_WALLET, USER_WALLET, make_app
 from tests.live import LiveServer, flask_cli
 
@@ -181,11 +181,11 @@ def test_on_a_read_only_postgresql_reads_answer_200_and_creates_and_readyz_503(d
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
-    from identity import service
+    from identity.core import keys
 
     app = make_app(database_url)
     with app.app_context():
-        key, _ = service.issue_key(ADMIN_WALLET, "Admin")
+        key, _ = keys.issue_key(ADMIN_WALLET, "Admin")
     client = app.test_client()
     headers = {"x-api-key": key}
     identity_id = client.post("/identity", json={"display_name": "Kept"}, headers=headers).get_json()["identity_id"]

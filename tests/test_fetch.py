@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from sqlalchemy import update
 
-from identity.extensions import db
-from identity.models import MAX_UINT256, Identity
+from identity.storage.database import db
+from identity.storage.models import MAX_UINT256, Identity
 from tests.conftest import without_last_login
 
 

@@ -7,10 +7,10 @@ import pytest
 from flask_migrate import upgrade
 from sqlalchemy import insert
 
-from identity import service
-from identity.extensions import db
-from identity.models import Identity, User
+from identity.core import keys
 from identity.seed import create_identity, set_status
+from identity.storage.database import db
+from identity.storage.models import Identity, User
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
@@ -184,7 +184,7 @@ def test_migration_gives_existing_identities_their_created_entry_oldest_first(em
         db.session.execute(insert(Identity.__table__), rows)
         db.session.commit()
         upgrade()
-        key, _ = service.issue_key(USER_WALLET, None)
+        key, _ = keys.issue_key(USER_WALLET, None)
     entries = app.test_client().get("/changes", headers={"x-api-key": key}).get_json()["data"]
     assert [(entry["identity_id"], entry["kind"], entry["wallet"], entry["fields"]) for entry in entries] == [
         (f"did:identity:ipfs:{_content_id(n)}", "created", OTHER_WALLET, None) for n in (0, 1, 2)

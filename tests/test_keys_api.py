@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select, update
 
-from identity.extensions import db
-from identity.models import ApiKey, utcnow
+from identity.storage.database import db
+from identity.storage.models import ApiKey, utcnow
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
 
 KEY = re.compile(r"idsk_[A-Za-z0-9_-]{43}")
@@ -220,7 +220,7 @@ def test_rotating_my_key_with_grace_gives_a_new_key_and_both_work_until_the_grac
     assert stopping["revoked_at"] is not None and stopping["revoked_at"] > new["created_at"]
     # The grace ends (here: as another node's clock would see it): the old key stops, the new one works.
     set_key(app, old["id"], revoked_at=utcnow() - timedelta(seconds=1))
-    from identity.auth import forget_keys
+    from identity.core.keys import forget_keys
 
     with app.app_context():
         forget_keys()

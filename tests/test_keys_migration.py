@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from flask_migrate import downgrade, upgrade
 from sqlalchemy import column, insert, table
 
-from identity.extensions import db
-from identity.models import User
+from identity.storage.database import db
+from identity.storage.models import User
 from tests.conftest import USER_WALLET, make_app
 
 OLD_KEY = "idsk_" + "k" * 43

@@ -106,9 +106,9 @@ def test_health_readiness_docs_and_metrics_are_never_limited(client, user_key):
 def test_budgets_are_named_by_key_id_never_by_the_key(app, client, user_key):
     from sqlalchemy import select
 
-    from identity.extensions import db
-    from identity.limits import rate_limits
-    from identity.models import ApiKey
+    from identity.storage.database import db
+    from identity.storage.models import ApiKey
+    from identity.web.limits import rate_limits
 
     creates(client, user_key, 1)
     reads(client, user_key, 1)
@@ -303,7 +303,7 @@ def test_limited_error_responses_carry_the_headers_too(client, user_key):
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed (.ci/redis installs it)")
 def test_counting_returns_to_the_shared_storage_when_it_answers_again(tmp_path, caplog):
-    from identity.limits import RateLimits
+    from identity.web.limits import RateLimits
 
     port = free_port()
     limits = RateLimits({

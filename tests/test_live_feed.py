@@ -11,8 +11,10 @@ import time
 import pytest
 from sqlalchemy import event
 
-from identity import live, seed, service
-from identity.extensions import db
+from identity import seed
+from identity.core import keys
+from identity.feed import live
+from identity.storage.database import db
 from tests.conftest import ADMIN_WALLET, make_app
 
 EVENT_STREAM = "text/event-stream"
@@ -60,7 +62,7 @@ def seqs(client, key):
 
 def key_id_of(app, key):
     with app.app_context():
-        return next(api_key.id for api_key in service.list_keys() if key.startswith(api_key.hint))
+        return next(api_key.id for api_key in keys.all_keys() if key.startswith(api_key.hint))
 
 
 def test_longpoll_answers_at_once_when_entries_exist(app, client, admin_key):
@@ -149,14 +151,14 @@ def test_stream_sends_entries_committed_while_it_is_open(app, client, admin_key)
 def test_removed_identitys_entries_are_redacted_for_a_user_key_in_both_live_feeds(app, client, admin_key, user_key):
     identity_id = create_many(app, 1)[0]
     seed.set_status(app, identity_id, "removed")
-    for key, keys in ((user_key, {"seq", "identity_id", "at", "kind"}), (admin_key, {"seq", "identity_id", "at",
+    for key, shown_keys in ((user_key, {"seq", "identity_id", "at", "kind"}), (admin_key, {"seq", "identity_id", "at",
                                                                                     "wallet", "kind", "fields"})):
         polled = client.get("/changes", headers=headers_of(key)).json["data"]
         longpolled = client.get("/changes?feed=longpoll", headers=headers_of(key)).json["data"]
         streamed = client.get("/changes?feed=eventsource&timeout=100", headers=headers_of(key))
         events = [json.loads(event["data"]) for event in parse_events(streamed.get_data(as_text=True))[0]]
         assert polled == longpolled == events
-        assert [set(entry) for entry in events] == [keys, keys]
+        assert [set(entry) for entry in events] == [shown_keys, shown_keys]
 
 
 def test_stream_entries_of_an_identity_removed_later_are_redacted_as_the_poll_redacts_them(app, client, user_key):
@@ -231,7 +233,7 @@ def test_a_revoked_keys_stream_ends(app, client, issue_key):
     chunks = iter(response.response)
     assert [next(chunks).decode() for _ in range(3)] == [": ok\n", ": heartbeat\n", ": heartbeat\n"]
     with app.app_context():
-        service.revoke_key(key_id=key_id_of(app, key))
+        keys.revoke_key(key_id=key_id_of(app, key))
     read_until_the_end(response, PUSHED_WITHIN)
 
 

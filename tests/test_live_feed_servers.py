@@ -17,8 +17,8 @@ import pytest
 import requests
 from httpx_sse import connect_sse
 
-from identity import service
-from identity.extensions import db
+from identity.core import keys
+from identity.storage.database import db
 from tests.conftest import make_app
 from tests.live import LiveServer, flask_cli, start_all
 from tests.streams import Streams
@@ -31,9 +31,9 @@ ROUNDS = 10
 def issue_keys(database_url, count, role="Admin"):
     app = make_app(database_url)
     with app.app_context():
-        keys = [service.issue_key(f"0x{number + 1:040x}", role)[0] for number in range(count)]
+        issued = [keys.issue_key(f"0x{number + 1:040x}", role)[0] for number in range(count)]
         db.engine.dispose()
-    return keys
+    return issued
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import requests
 from flask import Flask
 from sqlalchemy import select
 
-from identity import limits, logs
-from identity.extensions import db
-from identity.models import ApiKey
+from identity.storage.database import db
+from identity.storage.models import ApiKey
+from identity.web import limits, logs
 from tests.conftest import USER_WALLET
 from tests.live import LiveServer
 

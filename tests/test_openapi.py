@@ -10,9 +10,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from identity.api.base import ALIASES
-from identity.fields import UINT256_PATTERN, WHITE_SPACE_CLASS
 from identity.schemas import IdentityCreateSchema, IdentityPatchSchema
+from identity.schemas.fields import UINT256_PATTERN, WHITE_SPACE_CLASS
+from identity.web.blueprint import ALIASES
 from tests.test_create import CONTRACT_KEYS, USER_KEYS
 
 PROBLEM = "application/problem+json"

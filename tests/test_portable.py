@@ -15,11 +15,12 @@ import pytest
 from sqlalchemy import create_engine, func, select, text
 
 from bench.portable import export_lines
-from identity import portable, seed
-from identity.extensions import db
-from identity.lines import load_common
-from identity.models import Change, Identity, User
+from identity import seed
+from identity.data import imports
+from identity.data.plain_lines import load_common
 from identity.schemas import identity_import_schema
+from identity.storage.database import db
+from identity.storage.models import Change, Identity, User
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, make_app, migrate, restore_ctrl_c
 from tests.live import BIN, ROOT
 
@@ -202,7 +203,7 @@ def test_export_into_a_missing_folder_says_so(app, tmp_path):
 @pytest.mark.sqlite_only
 def test_ctrl_c_during_an_import_keeps_and_reports_what_was_committed(database_url):
     """Two batches and a half, then a pause: the first two batches are committed; Ctrl-C reports them and they stay."""
-    batch = portable.IMPORT_BATCH
+    batch = imports.IMPORT_BATCH
     env = {**os.environ, "DATABASE_URL": database_url}
     process = subprocess.Popen(
         [str(BIN / "flask"), "--app", "app", "identities", "import", "-"], cwd=ROOT, env=env,
@@ -263,7 +264,7 @@ def peak_rss(database_url, *args, stdin=None):
 def test_memory_stays_flat_from_20000_to_40000_identities(database_url, tmp_path, report):
     """Twice the identities, nearly the same peak memory, for import, export and snapshot alike (from
     two batches of an import on, as many as it holds at once)."""
-    small_size, large_size = 2 * portable.IMPORT_BATCH, 4 * portable.IMPORT_BATCH
+    small_size, large_size = 2 * imports.IMPORT_BATCH, 4 * imports.IMPORT_BATCH
     small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
     small.write_bytes(b"".join(export_lines(small_size)))
     large.write_bytes(b"".join(export_lines(large_size - small_size, first=small_size)))

@@ -185,7 +185,7 @@ def test_an_unused_plugin_imports_nothing_and_leaves_logging_alone(pytester):
         def test_nothing_of_the_service_is_imported():
             assert "identity.pytest_plugin" in sys.modules  # the plugin is loaded...
             assert "flask" not in sys.modules  # ...and cheap
-            assert "identity.service" not in sys.modules
+            assert "identity.core.identities" not in sys.modules
         """,
         test_2_used="""
         import logging

@@ -1,12 +1,12 @@
-"""GET /identity/<id> makes an identity's body once for each state of its row (identity.representation).
+"""GET /identity/<id> makes an identity's body once for each state of its row (identity.web.representation).
 
 What must hold whatever the cache holds: the answer is the identity as it is now, and the body made
-from the driver's row is the one the schema writes from the models' types.
+from the row is the one the schema writes.
 """
 
 import pytest
 
-from identity import service, statements
+from identity.core import identities as service
 from identity.schemas import identity_schema
 
 
@@ -35,16 +35,6 @@ def test_a_body_served_from_the_cache_is_what_the_schema_writes(app, client, use
     assert again.status_code == 200
     assert again.get_json() == schema_dump(app, identity_id)
     assert again.data == first.data and again.headers["ETag"] == first.headers["ETag"]
-
-
-def test_the_drivers_row_converted_is_the_row_a_connection_gives(app, identity_id):
-    with app.app_context():
-        row, converters = service.get_identity_row(identity_id)
-        typed = service.identity_record(statements.typed_row(row, converters))
-        expected = service.get_identity(identity_id)
-
-    assert typed == expected
-    assert typed["assets_sum"] == 2**200 and typed["created_at"].tzinfo is not None
 
 
 def test_a_write_after_a_kept_body_is_served_at_once(app, client, user_key, admin_key, identity_id):

@@ -8,8 +8,8 @@ import psycopg
 import pytest
 from sqlalchemy import event
 
-from identity.extensions import db
 from identity.schemas import identity_schema
+from identity.storage.database import db
 
 
 @pytest.fixture
@@ -134,6 +134,6 @@ def test_a_get_runs_each_request_hook_once(app, client, user_key, fetched, monke
     assert sorted(calls) == sorted(registered)
     # (The API blueprint's) whether the schema is migrated; on the way out, one hook for its headers (rate
     # limit, nosniff, request id), its metrics and its access line. When it began is noted by the request
-    # object as it is made (identity.wrappers), and the database session ends with the app context, in
+    # object as it is made (identity.web.requests), and the database session ends with the app context, in
     # Flask-SQLAlchemy's teardown.
     assert calls == ["refuse_until_migrated", "init_app.<locals>.finish_response"]

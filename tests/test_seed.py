@@ -4,8 +4,6 @@ import pytest
 from sqlalchemy import func, select
 
 from identity import create_app
-from identity.extensions import db
-from identity.models import Identity
 from identity.seed import (
     IdentityExists,
     IdentityNotFound,
@@ -15,6 +13,9 @@ from identity.seed import (
     new_wallet,
     set_status,
 )
+from identity.storage.database import db
+from identity.storage.models import Identity
+from identity.web.problems import status_of
 from tests.conftest import OTHER_WALLET
 
 
@@ -48,7 +49,7 @@ def test_same_content_as_an_http_create_is_the_same_identity(app, create):
     with pytest.raises(IdentityExists) as refused:
         create_identity(app, " Twice", description="same\n")
     assert refused.value.identity_id == over_http["identity_id"]
-    assert refused.value.status == 409
+    assert status_of(refused.value) == 409  # what the route answers for it
 
 
 def test_http_create_of_seeded_content_is_409_naming_it(app, create):
@@ -74,7 +75,7 @@ def test_invalid_fields_raise_the_routes_422_errors_and_store_nothing(app, creat
     assert response.status_code == 422
     with pytest.raises(InvalidFields) as refused:
         create_identity(app, **fields)
-    assert refused.value.status == 422
+    assert status_of(refused.value) == 422
     assert refused.value.errors == response.get_json()["errors"]
     assert refused.value.detail == response.get_json()["detail"]
     assert identity_count(app) == 0
@@ -173,4 +174,4 @@ def test_set_status_refuses_an_unknown_status_and_an_unknown_identity(app):
     assert list(refused.value.errors) == ["status"]
     with pytest.raises(IdentityNotFound) as unknown:
         set_status(app, seeded["identity_id"].replace("bafkrei", "bafkrej"), "removed")
-    assert unknown.value.status == 404
+    assert status_of(unknown.value) == 404

@@ -10,7 +10,7 @@ from http.client import HTTPConnection
 import pytest
 from werkzeug.test import EnvironBuilder
 
-from identity.segments import SOCKET, WholeResponses
+from identity.server.cork import SOCKET, WholeResponses
 from tests.live import LiveServer
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")

@@ -1,4 +1,4 @@
-"""The folders a server's processes share, held for as long as any of them lives (identity.server_files)."""
+"""The folders a server's processes share, held for as long as any of them lives (identity.server.files)."""
 
 import os
 import signal
@@ -6,9 +6,9 @@ import subprocess
 import sys
 import time
 
-from identity.server_files import sweep_left_behind
+from identity.server.files import sweep_left_behind
 
-MAKE = "import sys, time; from identity.server_files import make_server_folder; " \
+MAKE = "import sys, time; from identity.server.files import make_server_folder; " \
        "print(make_server_folder('identity-test-', sys.argv[1]), flush=True); time.sleep(float(sys.argv[2]))"
 
 

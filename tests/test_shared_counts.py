@@ -9,8 +9,8 @@ import pytest
 from limits import parse
 from limits.strategies import FixedWindowRateLimiter
 
-from identity.limits import COUNTS_FILE_VARIABLE, RateLimits, WindowCounts
-from identity.shared_counts import FRESH, PROBE, RUN, SLOT, SLOTS, SharedWindowCounts, create_counts_file
+from identity.web.limits import COUNTS_FILE_VARIABLE, RateLimits, WindowCounts
+from identity.web.shared_counts import FRESH, PROBE, RUN, SLOT, SLOTS, SharedWindowCounts, create_counts_file
 
 CONFIG = {"IDENTITY_RATELIMIT_READ": "3/minute", "IDENTITY_RATELIMIT_CREATE": "3/minute",
           "IDENTITY_RATELIMIT_STORAGE": "memory://"}

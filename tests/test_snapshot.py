@@ -11,9 +11,12 @@ import pytest
 from sqlalchemy import select
 
 from bench.portable import export_lines
-from identity import car, portable, seed, service
-from identity.extensions import db
-from identity.models import Identity
+from identity import seed
+from identity.core import identities as service
+from identity.data import exports
+from identity.data import snapshot as car
+from identity.storage.database import db
+from identity.storage.models import Identity
 from tests.conftest import make_app, migrate
 from tests.live import ROOT
 
@@ -116,6 +119,6 @@ def test_ctrl_c_during_a_snapshot_leaves_no_file(app, tmp_path, ctrl_c):
     folder = tmp_path / "out"
     folder.mkdir()
     with app.app_context(), pytest.raises(KeyboardInterrupt):
-        with portable.replacing(folder / "identities.car") as stream:
+        with exports.replacing(folder / "identities.car") as stream:
             car.write_snapshot(stream, interrupt_after_first_batch)
     assert list(folder.iterdir()) == []

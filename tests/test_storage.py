@@ -14,8 +14,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from identity import MIGRATIONS, create_app
-from identity.extensions import db
-from identity.models import MAX_UINT256, Identity, User
+from identity.storage.database import db
+from identity.storage.models import MAX_UINT256, Identity, User
 from tests.conftest import make_app
 from tests.live import flask_cli
 

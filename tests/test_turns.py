@@ -9,7 +9,7 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from identity.turns import Turns
+from identity.server.fairness import Turns
 
 
 @pytest.fixture

@@ -200,7 +200,7 @@ def test_uppercase_creator_address_is_accepted_and_checksummed(create):
 
 @pytest.mark.parametrize("allowed", ["", "\n\r\t"])
 def test_the_character_check_is_unicodes_control_and_surrogate_categories_for_every_code_point(allowed):
-    from identity.fields import _bad_characters
+    from identity.schemas.fields import _bad_characters
 
     for code in range(0x110000):
         char = chr(code)
@@ -209,7 +209,7 @@ def test_the_character_check_is_unicodes_control_and_surrogate_categories_for_ev
 
 
 def test_the_url_white_space_check_is_str_isspace_for_every_code_point():
-    from identity.fields import _WHITE_SPACE
+    from identity.schemas.fields import _WHITE_SPACE
 
     for code in range(0x110000):
         char = chr(code)

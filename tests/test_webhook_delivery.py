@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from identity import delivery
+from identity.feed import delivery
 from tests.conftest import ADMIN_WALLET, make_app
 from tests.live import BIN, ROOT, free_port
 from tests.receiver import Receiver, check_every_entry_in_order
@@ -30,7 +30,7 @@ def private_app(database_url):
     app = make_app(database_url, **PRIVATE_OK)
     yield app
     delivery.stop(app)
-    from identity.extensions import db
+    from identity.storage.database import db
 
     with app.app_context():
         db.engine.dispose()
@@ -323,7 +323,7 @@ def test_flask_run_delivers_in_its_own_process(database_url, admin_key, keyed):
 
 
 def test_the_lease_has_one_holder_until_it_expires_or_is_released(app):
-    from identity import lease
+    from identity.storage import lease
 
     with app.app_context():
         # A term of 2 s: a pause of the machine under a parallel test run must not end it before the next line.

@@ -182,7 +182,7 @@ def test_registering_changing_and_removing_are_logged_without_the_secret(admin, 
     created = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json
     admin("PATCH", f"/webhooks/{created['id']}", {"active": False})
     admin("DELETE", f"/webhooks/{created['id']}")
-    messages = [record.getMessage() for record in caplog.records if record.name == "identity.webhooks"]
+    messages = [record.getMessage() for record in caplog.records if record.name == "identity.feed.webhooks"]
     assert messages == ["webhook registered", "webhook changed", "webhook removed"]
     for record in caplog.records:
         assert created["secret"] not in str(record.__dict__)

@@ -3,14 +3,7 @@
 One module per resource; every name is also importable from here, as `from identity.schemas import X`.
 """
 
-from .changes import (
-    FEEDS,
-    ChangeFeedArgsSchema,
-    ChangeFeedSchema,
-    ChangeListSchema,
-    ChangeSchema,
-    LastEventIdSchema,
-)
+from .changes import FEEDS, ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, ChangeSchema, LastEventIdSchema
 from .common import ProblemSchema, StatusSchema, UserSchema
 from .identities import (
     CURSOR_PATTERN,

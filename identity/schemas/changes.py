@@ -1,8 +1,8 @@
-"""The change log: its entries, and the polls and streams that read it (identity.feeds)."""
+"""The change log: its entries, and the polls and streams that read it (identity.feed.streams)."""
 
 from marshmallow import RAISE, Schema, fields, validate
 
-from ..fields import IDENTITY_ID_PATTERN, MAX_SAFE_INTEGER, Timestamp
+from .fields import IDENTITY_ID_PATTERN, MAX_SAFE_INTEGER, Timestamp
 
 FEEDS = ("normal", "longpoll", "eventsource")
 

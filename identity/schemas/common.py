@@ -3,7 +3,7 @@ that an identity's creator and a key's owner both are."""
 
 from marshmallow import Schema, fields
 
-from ..fields import IDENTITY_ID_PATTERN, WALLET_PATTERN, Timestamp
+from .fields import IDENTITY_ID_PATTERN, WALLET_PATTERN, Timestamp
 
 
 class RecordSchema(Schema):

@@ -2,8 +2,9 @@
 
 from marshmallow import RAISE, Schema, ValidationError, fields, pre_load, validate, validates_schema
 
-from .. import content
-from ..fields import (
+from ..core import content
+from .common import RecordSchema, UserSchema
+from .fields import (
     CREATOR_PATTERN,
     IDENTITY_HASH_PATTERN,
     IDENTITY_ID_PATTERN,
@@ -21,7 +22,6 @@ from ..fields import (
     Wallet,
     WholeNumber,
 )
-from .common import RecordSchema, UserSchema
 
 STATUSES = ("pending", "complete", "removed", "error")
 
@@ -165,7 +165,7 @@ class IdentityPatchSchema(Schema):
             )
 
 
-# --- Browse and search (identity.browse) ---------------------------------------------------------
+# --- Browse and search (identity.core.browse) ---------------------------------------------------------
 
 MAX_PAGE_ITEMS = 10_000  # page × limit; a cursor goes deeper
 SORT_KEYS = ("created_at", "updated_at", "display_name", "num_positions")

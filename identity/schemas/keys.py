@@ -1,9 +1,9 @@
-"""API keys and their users (identity.keyring, identity.api.keys)."""
+"""API keys and their users (identity.core.keys, identity.web.keys)."""
 
 from marshmallow import RAISE, Schema, fields, validate, validates_schema
 
-from ..fields import CREATOR_PATTERN, MAX_SAFE_INTEGER, WALLET_PATTERN, CurationText, Timestamp, Wallet, WholeNumber
 from .common import UserSchema
+from .fields import CREATOR_PATTERN, MAX_SAFE_INTEGER, WALLET_PATTERN, CurationText, Timestamp, Wallet, WholeNumber
 from .identities import CURSOR_PATTERN, MAX_CURSOR_LENGTH, MAX_PAGE_ITEMS, identity_list_args_schema
 
 SCOPES = ("write", "read")

@@ -1,8 +1,8 @@
-"""Export and import (identity.portable): an exported Identity, as `identities import` reads it."""
+"""Export and import (identity.data.imports): an exported Identity, as `identities import` reads it."""
 
 from marshmallow import fields, validate
 
-from ..fields import (
+from .fields import (
     IDENTITY_HASH_PATTERN,
     IDENTITY_ID_PATTERN,
     MAX_SAFE_INTEGER,
@@ -16,7 +16,7 @@ from .identities import STATUSES, IdentityCreateSchema
 
 class IdentityImportSchema(IdentityCreateSchema):
     """A line of `identities import`: an exported Identity. The content fields are validated and
-    normalized as a create's are; the ids are checked against the content by identity.portable."""
+    normalized as a create's are; the ids are checked against the content by identity.data.imports."""
 
     id = fields.UUID(required=True)
     identity_id = fields.String(required=True, validate=validate.Regexp(IDENTITY_ID_PATTERN))

@@ -1,8 +1,8 @@
-"""Webhooks and their deliveries (identity.webhooks, identity.delivery)."""
+"""Webhooks and their deliveries (identity.feed.webhooks, identity.feed.delivery)."""
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
-from ..fields import MAX_URL_LENGTH, JsonBoolean, Text, Timestamp, TrimmedText, Url, WholeNumber
+from .fields import MAX_URL_LENGTH, JsonBoolean, Text, Timestamp, TrimmedText, Url, WholeNumber
 
 MAX_SEQ = 2**53 - 1  # a sequence number is a JSON integer every client reads exactly
 WEBHOOK_URL_DESCRIPTION = (

@@ -1,0 +1,111 @@
+"""Identities: create one from its content, and read one by its identity_id."""
+
+from flask import current_app
+from sqlalchemy import bindparam, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from ..storage.database import db, one_statement, write_transaction
+from ..storage.models import OFF_CHAIN, Identity, new_id, utcnow
+from . import content, history
+from .errors import Forbidden, IdentityExists
+from .users import USERS, find_user, user_of_wallet
+
+IDENTITIES = Identity.__table__
+# The creator's columns ride along with the identity's, after them, under this prefix (see identity_record).
+_CREATOR = "creator__"
+# An identity and its creator in one statement: add a where clause, an order, a limit.
+IDENTITIES_WITH_CREATOR = select(IDENTITIES, *(column.label(_CREATOR + column.key) for column in USERS.c)).join_from(
+    IDENTITIES, USERS, IDENTITIES.c.creator_id == USERS.c.id
+)
+_IDENTITY_BY_ID = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id == bindparam("identity_id"))
+_IDENTITY_OF_CONTENT = select(IDENTITIES.c.identity_id).where(IDENTITIES.c.content_id == bindparam("content_id"))
+_IDENTITY_KEYS = tuple(IDENTITIES.c.keys())
+_CREATOR_KEYS = tuple(USERS.c.keys())
+
+
+def identity_record(row):
+    """A row of IDENTITIES_WITH_CREATOR as the mapping the Identity schema dumps: the identity's columns,
+    and its creator's under "creator"."""
+    split = len(_IDENTITY_KEYS)
+    record = dict(zip(_IDENTITY_KEYS, row[:split], strict=True))
+    record["creator"] = dict(zip(_CREATOR_KEYS, row[split:], strict=True))
+    return record
+
+
+def get_identity_row(identity_id):
+    """The row of IDENTITIES_WITH_CREATOR with this identity_id, or None: one statement, its only round trip."""
+    if not content.has_identity_id_form(identity_id):
+        # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
+        return None
+    with one_statement() as session:
+        return session.execute(_IDENTITY_BY_ID, {"identity_id": identity_id}).one_or_none()
+
+
+def get_identity(identity_id):
+    """The Identity with this identity_id (see identity_record), or None."""
+    row = get_identity_row(identity_id)
+    return None if row is None else identity_record(row)
+
+
+def canonical_content(identity):
+    """The canonical bytes of an identity's content: exactly the bytes its content_id hashes."""
+    # Stored values are already normalized; content_of leaves them as they are and drops the nulls.
+    return content.canonical_bytes(content.content_of(identity))
+
+
+def create_identity(fields, caller):
+    """Create an off-chain Identity from validated `fields` on behalf of `caller` (keys.Caller); returns it
+    (see identity_record).
+
+    Raises Forbidden when a User key names another creator, IdentityExists for known content.
+    """
+    creator = fields.get("creator") or caller.wallet
+    if caller.role != "Admin" and creator != caller.wallet:
+        raise Forbidden("A User key may create identities only with its own wallet as creator.")
+    address = content.address(fields, current_app.config["IDENTITY_DID_NAMESPACE"])
+    now = utcnow()
+    values = {
+        "id": new_id(),
+        "identity_id": address.identity_id,
+        "content_id": address.content_id,
+        "identity_hash": address.identity_hash,
+        **{name: address.content.get(name) for name in content.CONTENT_FIELDS},
+        **OFF_CHAIN,
+        "created_at": now,
+        "updated_at": now,
+    }
+    # The creator is known before the write lock is taken, so that the lock is held for the writes alone
+    # (every other create waits for it): the caller's own user came with its key's lookup; another
+    # wallet's is read first, and made under the lock if the service has not seen it.
+    user = caller.user if creator == caller.wallet and caller.user is not None else _known_user(creator)
+    try:
+        with write_transaction() as session:
+            if user is None:
+                user = user_of_wallet(session, creator, now=now)
+            values["creator_id"] = user["id"]
+            session.execute(_INSERT, values)
+            history.record_created(session, address.identity_id, caller.wallet, now)
+    except IntegrityError:
+        # Known content: the unique content_id refused the insert, and the transaction, the creator's new
+        # user included, is undone. Asking first would cost every create a round trip under the write
+        # lock, for what is rare; and the constraint decides anyway (another writer may store the same
+        # content between a check and the insert).
+        _refuse_known_content(address.content_id)
+        raise
+    return {**values, "creator": user}
+
+
+_INSERT = insert(IDENTITIES)
+
+
+def _known_user(wallet):
+    with one_statement() as session:
+        return find_user(session, wallet)
+
+
+def _refuse_known_content(content_id):
+    """Raise IdentityExists if an identity holds this content."""
+    existing = db.session.execute(_IDENTITY_OF_CONTENT, {"content_id": content_id}).scalar_one_or_none()
+    db.session.commit()
+    if existing is not None:
+        raise IdentityExists(existing)

@@ -1,0 +1,63 @@
+"""Users: the wallets the service knows, each with its role. A wallet becomes a user when it is issued a
+key, creates an identity, or is named as an identity's creator by an Admin or an import."""
+
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..storage.database import db
+from ..storage.models import IdentityCount, User, new_id, utcnow
+from .errors import UserNotFound
+from .wallets import checksum_wallet
+
+USERS = User.__table__
+USER_COLUMNS = tuple(USERS.c.keys())
+_USER_OF_WALLET = select(USERS).where(USERS.c.wallet == bindparam("wallet"))
+# A user for a wallet unless one exists (its row is left as it is): the id it returns tells which.
+_NEW_USER = {
+    "sqlite": sqlite.insert(USERS).on_conflict_do_nothing(index_elements=[USERS.c.wallet]).returning(USERS.c.id),
+    "postgresql": postgresql.insert(USERS).on_conflict_do_nothing(index_elements=[USERS.c.wallet]).returning(USERS.c.id),
+}
+
+
+def find_user(session, wallet):
+    """The user of `wallet` (EIP-55) as a mapping of its columns, or None."""
+    row = session.execute(_USER_OF_WALLET, {"wallet": wallet}).one_or_none()
+    return None if row is None else row._asdict()
+
+
+def user_of_wallet(session, wallet, role="User", now=None):
+    """The user of `wallet` (a mapping of its columns); a wallet the service has not seen becomes a user
+    with `role`. `session` is in its write transaction.
+
+    Two nodes may make the same wallet's user at once: the insert does nothing when another has, and
+    the read that follows sees that user (committed by then: the insert waited for it).
+    """
+    user = find_user(session, wallet)
+    if user is not None:
+        return user
+    now = now or utcnow()
+    user = {"id": new_id(), "wallet": wallet, "role": role, "created_at": now, "updated_at": now, "last_login": None}
+    dialect = session.get_bind().dialect.name
+    if session.execute(_NEW_USER[dialect], user).first() is not None:
+        return user
+    return find_user(session, wallet)
+
+
+def user_with_count(wallet):
+    """The user of `wallet` (any case) with identity_count, the identities it created that are not removed;
+    UserNotFound if none."""
+    try:
+        wallet = checksum_wallet(wallet)
+    except ValueError:
+        raise UserNotFound() from None
+    user = find_user(db.session, wallet)
+    if user is None:
+        db.session.commit()
+        raise UserNotFound()
+    # The counts that triggers keep (migration 0002): a few rows, however many identities.
+    count = select(func.coalesce(func.sum(IdentityCount.n), 0)).where(
+        IdentityCount.scope == user["id"], IdentityCount.status != "removed"
+    )
+    identity_count = int(db.session.execute(count).scalar())
+    db.session.commit()
+    return {**user, "identity_count": identity_count}

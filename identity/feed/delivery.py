@@ -1,0 +1,300 @@
+"""The webhook deliverer: every entry of the change log POSTed to every active webhook, in order,
+signed by the Standard Webhooks scheme, retried until a 2xx, never lost.
+
+One deliverer works at a time across every process and node: the holder of the lease "webhooks"
+(identity.storage.lease). Serving processes each run one (gunicorn.conf.py starts it in every worker, `flask
+run` in its process; IDENTITY_WEBHOOKS_DELIVER=0 keeps a node out), and `flask --app app webhooks
+deliver` runs one on its own. Whichever holds the lease polls the log once per interval; each webhook
+with entries to deliver gets a loop of its own (a thread, a greenlet under gevent), so a slow or dead
+receiver holds back only its own webhook.
+
+Why nothing is lost: a webhook's position (the seq of the last entry delivered) is in the database and
+moves only after a 2xx. Positions and the deliveries log are written in batches, so after a crash the
+entries since the last batch are sent again, with the same webhook-id: at least once.
+"""
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+from flask import current_app
+from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy.exc import DBAPIError
+
+from ..core import history
+from ..schemas import ChangeSchema
+from ..storage import lease
+from ..storage.database import db, one_statement, write_transaction
+from ..storage.faults import cause
+from ..storage.models import Change, Webhook, WebhookDelivery, utcnow
+from .receiver import Receiver
+
+log = logging.getLogger(__name__)
+
+LEASE = "webhooks"
+# Entries read from the log at once, per webhook.
+PAGE = 100
+# Positions and delivery rows are written after this many deliveries, or this many seconds.
+BATCH_SIZE = 200
+BATCH_SECONDS = 0.1
+EXTENSION = "identity_webhook_deliverer"
+
+_change_schema = ChangeSchema()
+_jitter = random.SystemRandom()
+_WEBHOOKS = Webhook.__table__
+_DELIVERIES = WebhookDelivery.__table__
+# What a webhook's loop starts from, read as it starts.
+_WEBHOOK_TO_RUN = select(
+    Webhook.id, Webhook.url, Webhook.secret, Webhook.position, Webhook.attempts, Webhook.failing_since,
+    Webhook.next_attempt_at,
+).where(Webhook.id == bindparam("id"), Webhook.active)
+# What a loop follows before each attempt (WebhookRun.wanted).
+_WEBHOOK_STATE = select(_WEBHOOKS.c.url, _WEBHOOKS.c.active).where(_WEBHOOKS.c.id == bindparam("id"))
+
+
+def backoff(attempt, shortest, longest):
+    """Seconds to wait after the `attempt`th failure: doubling from `shortest` up to `longest`, the
+    upper half of it drawn at random so that receivers coming back are not all retried at once."""
+    ceiling = min(longest, shortest * 2 ** min(attempt - 1, 64))
+    return max(shortest, _jitter.uniform(ceiling / 2, ceiling))
+
+
+class WebhookRun:
+    """Deliver one webhook's pending entries in order, until it is caught up, stopped or removed."""
+
+    def __init__(self, deliverer, webhook):
+        self.deliverer = deliverer
+        self.id = webhook.id
+        self.secret = webhook.secret
+        self.position = webhook.position
+        self.attempts = webhook.attempts
+        self.failing_since = webhook.failing_since
+        self.next_attempt_at = webhook.next_attempt_at
+        self.receiver = Receiver(webhook.url, webhook.secret)
+        self.pending = []
+        self.flushed_at = time.monotonic()
+        config = current_app.config
+        self.give_up = timedelta(seconds=config["IDENTITY_WEBHOOK_GIVE_UP"])
+        self.retry = (config["IDENTITY_WEBHOOK_RETRY_MIN_SECONDS"], config["IDENTITY_WEBHOOK_RETRY_MAX_SECONDS"])
+        self.kept = config["IDENTITY_WEBHOOK_DELIVERIES_KEPT"]
+
+    def run(self):
+        try:
+            if self.next_attempt_at and not self.wait((self.next_attempt_at - utcnow()).total_seconds()):
+                return
+            while self.deliverer.holding():
+                entries = history.feed(self.position, PAGE, full=True)["data"]
+                if not entries or not all(self.deliver(entry) for entry in entries):
+                    break
+            if self.pending:
+                self.flush()
+        finally:
+            self.receiver.close()
+
+    def deliver(self, entry):
+        """Send `entry` until it is delivered; False when this run must stop instead."""
+        body = current_app.json.dumps(_change_schema.dump(entry))
+        message_id = f"{self.id}_{entry['seq']}"
+        while self.deliverer.holding() and self.wanted():
+            attempt = self.attempts + 1
+            at, started = utcnow(), time.monotonic()
+            status, error = self.receiver.post(message_id, body)
+            self.pending.append({
+                "webhook_id": self.id, "seq": entry["seq"], "attempt": attempt, "at": at,
+                "duration_ms": round((time.monotonic() - started) * 1000), "status": status, "error": error,
+            })
+            if error is None:
+                self.position, self.attempts, self.failing_since, self.next_attempt_at = entry["seq"], 0, None, None
+                due = len(self.pending) >= BATCH_SIZE or time.monotonic() - self.flushed_at >= BATCH_SECONDS
+                return self.flush() if due else True
+            self.attempts = attempt
+            self.failing_since = self.failing_since or at
+            delay = backoff(attempt, *self.retry)
+            self.next_attempt_at = utcnow() + timedelta(seconds=delay)
+            extra = {"webhook_id": self.id, "seq": entry["seq"], "attempt": attempt, "status": status, "error": error}
+            if at - self.failing_since >= self.give_up:
+                log.warning("webhook failing too long: turned inactive; PATCH active true resumes it", extra=extra)
+                self.flush(give_up=True)
+                return False
+            log.info("webhook delivery failed; retrying", extra={**extra, "retry_in_seconds": round(delay, 3)})
+            if not self.flush() or not self.wait(delay):
+                return False
+        return False
+
+    def flush(self, give_up=False):
+        """Record the position, the retry state and the pending attempts; False when this run must
+        stop: the webhook is gone or inactive, or another deliverer has moved it further."""
+        rows, self.pending = self.pending, []
+        values = {"position": self.position, "attempts": self.attempts, "failing_since": self.failing_since,
+                  "next_attempt_at": self.next_attempt_at}
+        if give_up:
+            values["active"] = False
+        with write_transaction() as session:
+            found = session.execute(
+                update(_WEBHOOKS)
+                .where(_WEBHOOKS.c.id == self.id, _WEBHOOKS.c.position <= self.position)
+                .values(**values)
+                .returning(_WEBHOOKS.c.url, _WEBHOOKS.c.active)
+            ).first()
+            if found is not None and rows:
+                session.execute(insert(_DELIVERIES), rows)
+                oldest_kept = (
+                    select(_DELIVERIES.c.id).where(_DELIVERIES.c.webhook_id == self.id)
+                    .order_by(_DELIVERIES.c.id.desc()).offset(self.kept).limit(1).scalar_subquery()
+                )
+                session.execute(delete(_DELIVERIES).where(_DELIVERIES.c.webhook_id == self.id, _DELIVERIES.c.id <= oldest_kept))
+        self.flushed_at = time.monotonic()
+        return self.follow(found)
+
+    def wanted(self):
+        """Whether the webhook is still registered and active, read afresh before each attempt: after a
+        DELETE or a PATCH "active": false is answered, no attempt starts; after a new URL, the next goes there."""
+        with one_statement() as session:
+            found = session.execute(_WEBHOOK_STATE, {"id": self.id}).first()
+        return self.follow(found)
+
+    def follow(self, found):
+        """Follow the webhook's row as read (url, active; None when it is gone); False when this run must stop."""
+        if found is None or not found.active:
+            return False
+        if found.url != self.receiver.url:  # changed by a PATCH: the next attempt goes to the new URL
+            self.receiver.close()
+            self.receiver = Receiver(found.url, self.secret)
+        return True
+
+    def wait(self, seconds):
+        """Sleep `seconds`, waking for a stop or the loss of the lease; True if the run goes on."""
+        deadline = time.monotonic() + max(0.0, seconds)
+        while (left := deadline - time.monotonic()) > 0:
+            if self.deliverer.stopping.wait(min(left, 1.0)) or not self.deliverer.holding():
+                return False
+        return self.deliverer.holding()
+
+
+class Deliverer:
+    """Takes and renews the lease; while it holds it, polls the log and runs a loop per webhook."""
+
+    def __init__(self, app):
+        self.app = app
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:128]
+        self.ttl = app.config["IDENTITY_WEBHOOK_LEASE_SECONDS"]
+        self.poll = app.config["IDENTITY_WEBHOOK_POLL_SECONDS"]
+        self.stopping = threading.Event()
+        self.holding_until = 0.0  # time.monotonic() when this holder's term ends
+        self.loops = {}  # webhook id -> the thread delivering it
+        self.lock = threading.Lock()
+        self.thread = None
+        self.failing = None  # the cause of the database error last logged, until the database answers
+
+    def holding(self):
+        return not self.stopping.is_set() and time.monotonic() < self.holding_until
+
+    def start(self):
+        self.thread = threading.Thread(target=self.run, name="webhook-deliverer", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self, timeout=5.0):
+        """Stop delivering, wait up to `timeout` seconds for the loops, and give the lease up."""
+        self.stopping.set()
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            threads = [self.thread, *self.loops.values()]
+        for thread in threads:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def run(self):
+        renew_at = 0.0
+        with self.app.app_context():
+            try:
+                while not self.stopping.is_set():
+                    try:
+                        renew_at = self.tick(renew_at)
+                    except Exception:  # noqa: BLE001 - the deliverer outlives any one failure; it polls again
+                        log.exception("webhook deliverer: a poll failed; trying again")
+                        db.session.remove()
+                    self.stopping.wait(self.poll)
+            finally:
+                self.holding_until = 0.0
+                self._release()
+
+    def tick(self, renew_at):
+        """Renew the lease when due, then start a loop for each webhook with entries to deliver;
+        returns when to renew next."""
+        now = time.monotonic()
+        try:
+            if now >= renew_at:
+                held = lease.take(LEASE, self.holder, self.ttl)
+                if held and not self.holding():
+                    log.info("webhook deliverer holds the lease", extra={"holder": self.holder})
+                # Its term is counted from before it asked, and ends a little before the lease expires.
+                self.holding_until = now + self.ttl * 0.9 if held else 0.0
+                renew_at = now + self.ttl / 3
+            if self.holding():
+                self.dispatch()
+        except DBAPIError as error:
+            db.session.remove()  # a fresh session for the next poll, whatever state this one is in
+            why = cause(error)
+            # The lease is asked for without waiting for SQLite's write lock: another writer holding it is
+            # no fault. Anything else is logged once, not at every poll, until the database answers again.
+            quiet = why.startswith("locked") or why == self.failing
+            log.log(logging.DEBUG if quiet else logging.WARNING, "webhook deliverer: database %s; trying again", why)
+            self.failing = self.failing if why.startswith("locked") else why
+            return min(renew_at, now + self.poll)
+        self.failing = None
+        return renew_at
+
+    def dispatch(self):
+        head = select(func.coalesce(func.max(Change.seq), 0)).scalar_subquery()
+        due = db.session.execute(select(Webhook.id).where(Webhook.active, Webhook.position < head)).scalars().all()
+        db.session.commit()
+        with self.lock:
+            for webhook_id in due:
+                if webhook_id not in self.loops:
+                    thread = threading.Thread(target=self._deliver, args=(webhook_id,), name="webhook", daemon=True)
+                    self.loops[webhook_id] = thread
+                    thread.start()
+
+    def _deliver(self, webhook_id):
+        """Run the webhook from its row as it is when the run starts, not as the poll read it: a run of
+        it that ended since the poll has recorded a later position, from which this one goes on."""
+        try:
+            with self.app.app_context():
+                with one_statement() as session:
+                    webhook = session.execute(_WEBHOOK_TO_RUN, {"id": webhook_id}).first()
+                if webhook is not None:
+                    WebhookRun(self, webhook).run()
+        except DBAPIError as error:
+            log.warning("webhook %s: database %s; delivery resumes at the next poll", webhook_id, cause(error))
+        except Exception:  # noqa: BLE001 - a loop must not die silently; the next poll starts it again
+            log.exception("webhook %s: delivery failed; it resumes at the next poll", webhook_id)
+        finally:
+            with self.lock:
+                self.loops.pop(webhook_id, None)
+
+    def _release(self):
+        try:
+            lease.release(LEASE, self.holder)
+        except DBAPIError as error:
+            log.warning("webhook deliverer: lease not released (database %s); it expires by itself", cause(error))
+
+
+def start(app):
+    """Start the app's deliverer in this process, unless IDENTITY_WEBHOOKS_DELIVER is off; idempotent."""
+    if not app.config["IDENTITY_WEBHOOKS_DELIVER"] or EXTENSION in app.extensions:
+        return None
+    app.extensions[EXTENSION] = deliverer = Deliverer(app).start()
+    return deliverer
+
+
+def stop(app, timeout=5.0):
+    """Stop the app's deliverer, if it runs, and give its lease up."""
+    deliverer = app.extensions.pop(EXTENSION, None)
+    if deliverer is not None:
+        deliverer.stop(timeout)

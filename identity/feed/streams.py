@@ -1,0 +1,97 @@
+"""Following the change feed: a client's long poll or event stream, which gives each entry once, in
+sequence order, with the polling feed's redaction (the contract's "Live changes").
+
+The long poll and the stream wait on this process's hub (identity.feed.live), holding no database
+connection while they wait; they read their entries from the hub, or from the database when they are
+further behind than the hub keeps.
+"""
+
+import logging
+import time
+
+from flask import current_app
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..core import history
+from ..schemas import ChangeSchema
+from . import live
+
+log = logging.getLogger(__name__)
+
+# Why a wait ended.
+ENTRY, TIME, CLOSED, REVOKED = "entry", "time", "closed", "revoked"
+
+_change_schema = ChangeSchema()
+
+
+def event(entry, status, full):
+    """One entry as an SSE event: `id:` its seq, `event: change`, `data:` its JSON (on one line)."""
+    redacted = history.redacted(status, full)
+    text = entry.encoded.get(redacted)
+    if text is None:  # encoded once per process for all the clients that see it alike
+        data = current_app.json.dumps(_change_schema.dump(history.shown(entry.whole, status, full)))
+        text = entry.encoded[redacted] = f"id: {entry.seq}\nevent: change\ndata: {data}\n\n"
+    return text
+
+
+class Follower:
+    """One client following the feed after `position`: it reads its entries and waits for more, until the
+    hub closes or finds its key no longer valid."""
+
+    def __init__(self, hub, position, limit, full, caller):
+        self.hub, self.position, self.limit, self.full = hub, position, limit, full
+        self.key_id = caller.key_id
+
+    def next_entries(self):
+        """The (Entry, status) pairs after the position, at most `limit`; moves the position past them."""
+        pairs = self.hub.read(self.position, self.limit)
+        if pairs is None:  # further behind than the hub keeps
+            pairs = [(live.Entry(whole), status) for whole, status in history.entries_after(self.position, self.limit)]
+        if pairs:
+            self.position = pairs[-1][0].seq
+        return pairs
+
+    def wait(self, until):
+        """Wait for an entry after the position until `until` (monotonic); returns why the wait ended."""
+        while True:
+            if self.hub.closed:
+                return CLOSED
+            if self.key_id in self.hub.revoked:  # the hub checks the keys of the clients it holds
+                return REVOKED
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                return TIME
+            if self.hub.wait(self.position, remaining, self.key_id):
+                return ENTRY
+
+    def longpoll(self, seconds):
+        """The page after the position; when there is none, the first that commits within `seconds`."""
+        after = self.position
+        until = time.monotonic() + seconds
+        pairs = self.next_entries()
+        while not pairs and self.wait(until) == ENTRY:
+            pairs = self.next_entries()
+        return history.page([history.shown(entry.whole, status, self.full) for entry, status in pairs], after)
+
+    def events(self, until, heartbeat):
+        """The event stream: the entries after the position as they commit, a comment every `heartbeat`
+        seconds, until `until`, the key's revocation, or the server's shutdown."""
+        # Comment lines without the blank line that would end an event: some clients (httpx-sse) would
+        # make an empty event of it. The first one sends the headers now, not with the first entry.
+        yield ": ok\n"
+        next_beat = time.monotonic() + heartbeat
+        try:
+            while True:
+                pairs = self.next_entries()
+                if pairs:
+                    yield "".join(event(entry, status, self.full) for entry, status in pairs)
+                    continue
+                why = self.wait(min(until, next_beat))
+                if why in (CLOSED, REVOKED) or time.monotonic() >= until:
+                    return
+                if why == TIME:
+                    yield ": heartbeat\n"
+                    next_beat = time.monotonic() + heartbeat
+        except SQLAlchemyError as error:
+            # The headers are sent: the stream ends, and the client resumes with Last-Event-ID.
+            log.warning("change stream ended: database %s", type(error).__name__)

@@ -1,0 +1,109 @@
+"""The change log: one identity's history, and the feed of every identity's changes."""
+
+import math
+import time
+
+from flask import current_app, request, stream_with_context
+from marshmallow import RAISE
+
+from ..core import history
+from ..core.errors import IdentityNotFound
+from ..feed import live, streams
+from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, LastEventIdSchema
+from ..storage.database import db
+from . import limits
+from .auth import HEADER, auth, current_caller
+from .blueprint import (
+    IDENTITY_ID,
+    NOT_FOUND,
+    RATELIMIT_HEADERS,
+    TOO_MANY,
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    alias,
+    blp,
+    operation,
+    problem,
+    shared_problems,
+)
+from .docs import CHANGE_EXAMPLE, EVENT_STREAM_DOC
+from .problems import problem_body
+
+
+@blp.route("/identity/<identity_id>/changes", endpoint="identity_changes", parameters=[IDENTITY_ID])
+@alias("/identities/<identity_id>/changes", endpoint="identity_changes_plural", of="/identity/<identity_id>/changes")
+@auth.login_required
+@limits.reads
+@operation("listIdentityChanges")
+@blp.response(200, ChangeListSchema, example={"data": [CHANGE_EXAMPLE]})
+@shared_problems
+@problem(404, NOT_FOUND)
+def identity_changes(identity_id):
+    """An Identity's change history, oldest first.
+
+    Also served at /identities/{identity_id}/changes.
+    """
+    entries = history.changes_of(identity_id, full=current_caller().role == "Admin")
+    if entries is None:
+        raise IdentityNotFound()
+    return {"data": entries}
+
+
+@blp.route("/changes", endpoint="change_feed")
+@auth.login_required
+@limits.reads
+@operation("listChanges", responses={200: EVENT_STREAM_DOC})
+@blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
+@blp.arguments(LastEventIdSchema, location="headers", error_status_code=400)
+@blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
+@problem(
+    400,
+    "An unknown or invalid query parameter or Last-Event-ID; errors names each.",
+    example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
+)
+@problem(401, **UNAUTHORIZED)
+@problem(429, TOO_MANY + " Or the key holds IDENTITY_MAX_STREAMS_PER_KEY streams and long polls already.",
+         headers=RATELIMIT_HEADERS)
+@problem(503, **UNAVAILABLE)
+def change_feed(args, headers):
+    """Every Identity's changes after a sequence number, in order: poll with the last next_after, long-poll
+    (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream)."""
+    return _answer(args, headers.get("last_event_id"), current_caller())
+
+
+EVENT_STREAM = "text/event-stream"
+LONGPOLL_TIMEOUT_MS = 30_000
+
+
+def _answer(args, last_event_id, caller):
+    """GET /changes: the feed that `args` (ChangeFeedArgsSchema) and the Accept header ask for."""
+    feed = args.get("feed") or ("eventsource" if request.accept_mimetypes.best == EVENT_STREAM else "normal")
+    full = caller.role == "Admin"
+    if feed == "normal":
+        return history.feed(args["after"], args["limit"], full)
+    # The key's lookup left the request's session in a transaction: its connection goes back to the
+    # pool now, not when the long poll answers or the stream ends.
+    db.session.commit()
+    hub = live.hub_of(current_app)
+    release = hub.hold(request.headers[HEADER], caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
+    if feed == "longpoll":
+        try:
+            follower = streams.Follower(hub, args["after"], args["limit"], full, caller)
+            return follower.longpoll(_seconds(args.get("timeout"), LONGPOLL_TIMEOUT_MS))
+        finally:
+            release()
+    start = args["after"] if last_event_id is None else last_event_id
+    follower = streams.Follower(hub, start, args["limit"], full, caller)
+    until = time.monotonic() + _seconds(args.get("timeout"), math.inf)
+    response = current_app.response_class(
+        stream_with_context(follower.events(until, args["heartbeat"] / 1000)),
+        mimetype=EVENT_STREAM,
+        # No cache keeps it, and nginx passes each event on at once rather than buffer the stream.
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+    response.call_on_close(release)  # whether or not the stream ever started
+    return response
+
+
+def _seconds(milliseconds, default):
+    return default if milliseconds is None else milliseconds / 1000

@@ -2,6 +2,7 @@
 
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -20,13 +21,12 @@ NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
 
 
 class HeldClients:
-    """`slow` connections that send a request header one byte a second and `silent` ones that send
-    nothing, all to 127.0.0.1:`port`, held from __enter__ to __exit__ (at most `limit` seconds)."""
+    """`slow` connections that send a request header (for `host`) one byte a second and `silent` ones
+    that send nothing, all to 127.0.0.1:`port`, held from __enter__ to __exit__ (at most `limit` seconds)."""
 
-    HEADER = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"s" * 4000 + b"\r\n\r\n"
-
-    def __init__(self, port, slow=200, silent=50, limit=120):
+    def __init__(self, port, slow=200, silent=50, limit=120, host="127.0.0.1"):
         self.port, self.slow, self.silent, self.limit = port, slow, silent, limit
+        self.HEADER = f"GET /healthz HTTP/1.1\r\nHost: {host}\r\nX-Slow: ".encode() + b"s" * 4000 + b"\r\n\r\n"
         self.sockets = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._drip, daemon=True)
@@ -59,14 +59,16 @@ class HeldClients:
             sock.close()
 
 
-def worst_get_latency(url, key, seconds):
-    """GET `url` with `key` one request after another for `seconds`; returns (worst latency, statuses)."""
+def worst_get_latency(url, key, seconds, host=None):
+    """GET `url` with `key` (and Host: `host`, if given) one request after another for `seconds`;
+    returns (worst latency, statuses)."""
     worst, statuses = 0.0, []
+    headers = {"x-api-key": key, **({"Host": host} if host else {})}
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         started = time.monotonic()
         try:
-            status = requests.get(url, headers={"x-api-key": key}, timeout=5).status_code
+            status = requests.get(url, headers=headers, timeout=5).status_code
         except requests.RequestException as error:
             status = type(error).__name__
         worst = max(worst, time.monotonic() - started)
@@ -75,16 +77,55 @@ def worst_get_latency(url, key, seconds):
     return worst, statuses
 
 
-class Nginx:
-    """Debian's nginx serving deploy/nginx.conf on a free loopback port, in front of `upstream_port`.
+# What `apt-get install nginx` puts in place on Debian: the main configuration, which includes
+# conf.d/*.conf and then sites-enabled/*, and the default site that sites-enabled/default links to.
+DEBIAN_NGINX_CONF = Path("/etc/nginx/nginx.conf")
+DEBIAN_DEFAULT_SITE = Path("/etc/nginx/sites-available/default")
+RESTORE_DEBIAN_FILES = (
+    "restore Debian's files with `apt-get install --reinstall -o Dpkg::Options::=--force-confmiss nginx-common`"
+)
 
-    The site file is used as shipped but for its two addresses: `listen 80` and the upstream's
-    `server 127.0.0.1:8000`. Everything else runs in a temporary prefix.
+
+def recipe_server_name():
+    """The one name deploy/nginx.conf's server answers to (the Host a client of the service sends)."""
+    names = re.findall(r"^\s*server_name\s+([^\s;]+);", NGINX_SITE.read_text(), re.MULTILINE)
+    assert len(names) == 1, f"deploy/nginx.conf names {names} in server_name; the tests expect one name"
+    return names[0]
+
+
+def _rewritten(text, replacements, source):
+    """`text` with each (old, new) replaced, each old found exactly once in `source`."""
+    for old, new in replacements:
+        assert text.count(old) == 1, f"{source} no longer holds `{old.strip()}` once: update tests/exposure.py's Nginx"
+        text = text.replace(old, new)
+    return text
+
+
+class Nginx:
+    """Debian's nginx installed as docs/deployment.md says, on a free loopback port, in front of `upstream_port`.
+
+    Its prefix holds what Debian's /etc/nginx holds after `apt-get install nginx` and the page's
+    step: Debian's nginx.conf (as the package ships it, but for the paths of its pid file, its logs
+    and the two folders it includes, moved into the prefix so that the machine's own nginx is left
+    alone), conf.d/identity.conf (deploy/nginx.conf), and, with `default_site`,
+    sites-enabled/default (Debian's /etc/nginx/sites-available/default).
+
+    The only other change is the port. Port 80 may be taken by the machine's nginx, so both servers
+    listen on 127.0.0.1:<free port> instead: the recipe's `listen 80;` and the default site's
+    `listen 80 default_server;` name the same address and port, so they share one listening
+    socket, whose default server is Debian's, exactly as on port 80. (Giving one of them
+    127.0.0.1 and the other *:port would make two addresses, each with its own default server,
+    and hide what the test is for.) The default site's second line, `listen [::]:80 default_server;`,
+    is dropped: the recipe and the tests' clients use IPv4 only, and an IPv6 socket on the free
+    port may not be available here.
     """
 
-    def __init__(self, upstream_port):
+    def __init__(self, upstream_port, default_site=True):
         self.upstream_port = upstream_port
+        self.default_site = default_site
+        self.host = recipe_server_name()
         self.prefix = Path(tempfile.mkdtemp(prefix="identity-nginx-"))
+        self.prefix.chmod(0o755)  # nginx's workers run as www-data (Debian's `user`), and use temp/ in it
         self.port = None
         self.process = None
 
@@ -93,33 +134,39 @@ class Nginx:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout=20):
-        binary = NGINX
+        for path in (DEBIAN_NGINX_CONF, DEBIAN_DEFAULT_SITE):
+            assert path.is_file(), f"{path} is missing: these tests run the recipe as Debian's nginx package installs it; {RESTORE_DEBIAN_FILES}"
         self.port = free_port()
-        site = NGINX_SITE.read_text()
-        site, listens = re.subn(r"listen 80;", f"listen 127.0.0.1:{self.port};", site)
-        site, upstreams = re.subn(r"server 127\.0\.0\.1:8000", f"server 127.0.0.1:{self.upstream_port}", site)
-        assert listens == 1 and upstreams == 1, "deploy/nginx.conf changed its addresses"
-        (self.prefix / "logs").mkdir()
-        (self.prefix / "temp").mkdir()
-        (self.prefix / "site.conf").write_text(site)
-        temp = self.prefix / "temp"
-        (self.prefix / "nginx.conf").write_text(
-            f"daemon off;\nmaster_process on;\nworker_processes 1;\npid {self.prefix}/nginx.pid;\n"
-            f"error_log {self.prefix}/logs/error.log info;\n"
-            "events { worker_connections 1024; }\n"
-            "http {\n"
-            f"  access_log {self.prefix}/logs/access.log;\n"
-            f"  client_body_temp_path {temp}/body; proxy_temp_path {temp}/proxy;\n"
-            f"  fastcgi_temp_path {temp}/fastcgi; uwsgi_temp_path {temp}/uwsgi; scgi_temp_path {temp}/scgi;\n"
-            f"  include {self.prefix}/site.conf;\n"
-            "}\n"
-        )
-        with open(self.prefix / "logs" / "stderr", "ab") as stderr:
+        prefix = self.prefix
+        for folder in ("logs", "temp", "conf.d", "sites-enabled"):
+            (prefix / folder).mkdir()
+        temp = prefix / "temp"
+        (prefix / "nginx.conf").write_text(_rewritten(DEBIAN_NGINX_CONF.read_text(), [
+            ("pid /run/nginx.pid;", f"pid {prefix}/nginx.pid;"),
+            ("error_log /var/log/nginx/error.log;", f"error_log {prefix}/logs/error.log;"),
+            ("access_log /var/log/nginx/access.log;", f"access_log {prefix}/logs/access.log;"),
+            ("include /etc/nginx/conf.d/*.conf;",
+             f"client_body_temp_path {temp}/body; proxy_temp_path {temp}/proxy; fastcgi_temp_path {temp}/fastcgi;\n"
+             f"\tuwsgi_temp_path {temp}/uwsgi; scgi_temp_path {temp}/scgi;\n"
+             f"\tinclude {prefix}/conf.d/*.conf;"),
+            ("include /etc/nginx/sites-enabled/*;", f"include {prefix}/sites-enabled/*;"),
+        ], DEBIAN_NGINX_CONF))
+        (prefix / "conf.d" / "identity.conf").write_text(_rewritten(NGINX_SITE.read_text(), [
+            ("listen 80;", f"listen 127.0.0.1:{self.port};"),
+            ("server 127.0.0.1:8000;", f"server 127.0.0.1:{self.upstream_port};"),
+        ], NGINX_SITE))
+        if self.default_site:
+            (prefix / "sites-enabled" / "default").write_text(_rewritten(DEBIAN_DEFAULT_SITE.read_text(), [
+                ("listen 80 default_server;", f"listen 127.0.0.1:{self.port} default_server;"),
+                ("listen [::]:80 default_server;", "# (the test leaves out the IPv6 socket)"),
+            ], DEBIAN_DEFAULT_SITE))
+        with open(prefix / "logs" / "stderr", "ab") as stderr:
             self.process = subprocess.Popen(
-                [binary, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
+                [NGINX, "-p", str(prefix), "-e", str(prefix / "logs" / "error.log"), "-c", str(prefix / "nginx.conf"),
+                 "-g", "daemon off;"],
                 stdout=stderr, stderr=stderr, start_new_session=True,
             )
-        return wait_until_ready(self, "nginx", timeout)
+        return wait_until_ready(self, "nginx", timeout, headers={"Host": self.host})
 
     def log(self):
         logs = self.prefix / "logs"
@@ -134,6 +181,48 @@ class Nginx:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
         shutil.rmtree(self.prefix, ignore_errors=True)
+
+
+class Cut:
+    """How a server ended a request sent slowly: `seconds` from the connection's opening to the
+    server's closing it (None: still open when the client gave up), and every byte it sent."""
+
+    def __init__(self, seconds, received):
+        self.seconds, self.received = seconds, received
+
+    def __repr__(self):
+        when = "still open" if self.seconds is None else f"closed after {self.seconds:.1f} s"
+        return f"<{when}, having sent {self.received[:80]!r}>"
+
+
+def slow_request(port, start, rest, drip_every=None, pause=25.0, limit=30.0):
+    """Send `start` to 127.0.0.1:`port`, then `rest`: a byte every `drip_every` seconds, or, without
+    it, all at once after a pause of `pause` seconds. Reads all the while, until the server closes
+    the connection or `limit` seconds have passed since it opened; returns a Cut."""
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        opened = time.monotonic()
+        sock.sendall(start)
+        next_send = opened + (drip_every if drip_every else pause)
+        while time.monotonic() - opened < limit:
+            if rest and time.monotonic() >= next_send:
+                chunk, rest = (rest[:1], rest[1:]) if drip_every else (rest, b"")
+                try:
+                    sock.sendall(chunk)
+                except OSError:
+                    return Cut(time.monotonic() - opened, received)  # closed by the server meanwhile
+                next_send += drip_every or 0
+            wait = max(0.0, min(next_send if rest else opened + limit, opened + limit) - time.monotonic())
+            readable, _, _ = select.select([sock], [], [], wait)
+            if readable:
+                try:
+                    chunk = sock.recv(65536)
+                except ConnectionResetError:
+                    chunk = b""
+                if not chunk:
+                    return Cut(time.monotonic() - opened, received)
+                received += chunk
+    return Cut(None, received)
 
 
 class Answer:

@@ -117,8 +117,8 @@ class LiveServer:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
-def wait_until_ready(server, name, timeout=60):
-    """Poll `server.url` + /readyz until it answers 200, and return `server`.
+def wait_until_ready(server, name, timeout=60, headers=None):
+    """Poll `server.url` + /readyz (with `headers`) until it answers 200, and return `server`.
 
     `server` has `process`, `url`, `log()` and `stop()`: if its process exits, or the time runs out
     (then it is stopped), the error carries the end of its log.
@@ -128,7 +128,7 @@ def wait_until_ready(server, name, timeout=60):
         if server.process.poll() is not None:
             raise RuntimeError(f"{name} exited: " + server.log())
         try:
-            if requests.get(server.url + "/readyz", timeout=5).status_code == 200:
+            if requests.get(server.url + "/readyz", headers=headers, timeout=5).status_code == 200:
                 return server
         except requests.RequestException:
             pass

@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from tests.conftest import ADMIN_WALLET
-from tests.exposure import NGINX, HeldClients, Nginx, worst_get_latency
+from tests.exposure import NGINX, HeldClients, Nginx, slow_request, worst_get_latency
 from tests.live import LiveServer, flask_cli
 
 # The issue's scenario: 200 clients sending a header a byte a second, 50 saying nothing.
@@ -24,8 +24,11 @@ def default_server(database_url, request):
     key = flask_cli(database_url, "keys", "create", "--wallet", ADMIN_WALLET, "--role", "Admin").strip().splitlines()[-1]
     server = LiveServer(database_url, workers=workers).start()
     try:
+        # Connection: close, or requests leaves the connection open and gunicorn's stop waits for
+        # its keep-alive time (5 s) at the test's end.
         created = requests.post(
-            server.url + "/identity", json={"display_name": "Held"}, headers={"x-api-key": key}, timeout=10
+            server.url + "/identity", json={"display_name": "Held"}, headers={"x-api-key": key, "Connection": "close"},
+            timeout=10,
         )
         assert created.status_code == 201, created.text
         server.api_key = key
@@ -46,19 +49,72 @@ def test_slow_and_silent_clients_do_not_stop_the_default_server(default_server, 
     assert worst < 1.0
 
 
-@pytest.mark.skipif(NGINX is None, reason="Debian's nginx is not installed (.ci/run installs it: apt-get install nginx)")
-def test_slow_and_silent_clients_do_not_stop_the_server_behind_nginx(default_server, backend, report):
-    server = default_server
-    nginx = Nginx(server.port).start()
+NO_NGINX = "Debian's nginx is not installed (.ci/run installs it: apt-get install nginx)"
+
+
+@pytest.fixture
+def nginx(default_server):
+    """Debian's nginx with deploy/nginx.conf beside Debian's default site, in front of `default_server`."""
+    nginx = Nginx(default_server.port).start()
     try:
-        with HeldClients(nginx.port, slow=SLOW, silent=SILENT) as held:
-            worst, statuses = worst_get_latency(nginx.url + server.identity_path, server.api_key, MEASURED_SECONDS)
-            assert held.sent >= MEASURED_SECONDS - 1
+        yield nginx
     finally:
         nginx.stop()
+
+
+@pytest.mark.skipif(NGINX is None, reason=NO_NGINX)
+def test_slow_and_silent_clients_do_not_stop_the_server_behind_nginx(default_server, nginx, backend, report):
+    server = default_server
+    with HeldClients(nginx.port, slow=SLOW, silent=SILENT, host=nginx.host) as held:
+        worst, statuses = worst_get_latency(nginx.url + server.identity_path, server.api_key, MEASURED_SECONDS, nginx.host)
+        assert held.sent >= MEASURED_SECONDS - 1
     report(f"{backend}, behind nginx, {SLOW} slow + {SILENT} silent held: worst GET {worst * 1000:.0f} ms")
     assert set(statuses) == {200}
     assert worst < 1.0
+
+
+# The recipe's time limit for a request's header and body (deploy/nginx.conf), and the bounds within
+# which a measured cut counts as that limit (the machine is shared; nginx's own default is 60 s).
+TIME_LIMIT = 10
+CUT_WITHIN = (TIME_LIMIT - 1, TIME_LIMIT + 5)
+
+
+@pytest.mark.sqlite_only  # nginx reads requests the same whatever the service's database
+@pytest.mark.skipif(NGINX is None, reason=NO_NGINX)
+def test_nginx_beside_debians_default_site_cuts_a_slow_header_or_body_at_10_s_and_answers_nothing(
+    default_server, nginx, report
+):
+    server, host = default_server, nginx.host
+    get = f"GET {server.identity_path} HTTP/1.1\r\nHost: {host}\r\nx-api-key: {server.api_key}\r\n".encode()
+    body = b'{"display_name": "Slow"}'
+    post = (
+        f"POST /identity HTTP/1.1\r\nHost: {host}\r\nx-api-key: {server.api_key}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    slow = {
+        # A header dribbled a byte every half second, for the service's name and for another.
+        "dribbled header": (get, b"X-Slow: " + b"s" * 100 + b"\r\n\r\n", 0.5),
+        "dribbled header for another name": (
+            b"GET / HTTP/1.1\r\nHost: other.example\r\n", b"X-Slow: " + b"s" * 100 + b"\r\n\r\n", 0.5),
+        # The issue's: a header that pauses 25 s, then ends (without the limit, this gets a 200).
+        "header paused 25 s": (get, b"Connection: close\r\n\r\n", None),
+        # A body that pauses 25 s after its first bytes, then ends.
+        "body paused 25 s": (post + body[:5], body[5:], None),
+    }
+    with ThreadPoolExecutor(max_workers=len(slow)) as pool:
+        futures = {name: pool.submit(slow_request, nginx.port, start, rest, drip) for name, (start, rest, drip) in slow.items()}
+        cuts = {name: future.result() for name, future in futures.items()}
+    report("behind nginx beside Debian's default site: " + ", ".join(f"{name} {cut}" for name, cut in cuts.items()))
+    # Each is closed at the limit with nothing sent: no 408 (nginx only logs that), and never a 200.
+    wrong = [
+        f"{name}: {cut}" for name, cut in cuts.items()
+        if cut.received or cut.seconds is None or not CUT_WITHIN[0] <= cut.seconds <= CUT_WITHIN[1]
+    ]
+    assert not wrong, (
+        f"expected each closed after {TIME_LIMIT} s with nothing sent, got: " + "; ".join(wrong) + ". While nginx "
+        "reads a header it applies the limits of the port's default server (Debian's default site), so "
+        "deploy/nginx.conf must set client_header_timeout outside its server block"
+    )
 
 
 MALFORMED_HEADER_LINES = [

@@ -260,12 +260,18 @@ def _unchunk(data):
     return out
 
 
-def exchange(port, request, timeout=15):
-    """Send `request` (bytes) to 127.0.0.1:`port`, read until the server closes; returns an Answer."""
+def exchange(port, request, timeout=15, half_close=True):
+    """Send `request` (bytes) to 127.0.0.1:`port`, read until the server closes; returns an Answer.
+
+    `half_close`: say at once that nothing more comes (a body cut short ends there). A proxy takes
+    that for a client that went away and drops the request it is passing on (nginx logs 499):
+    requests that nginx passes to gunicorn go with half_close=False and `Connection: close`.
+    """
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         try:
             sock.sendall(request)
-            sock.shutdown(socket.SHUT_WR)  # nothing more comes: a body cut short ends here
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass  # the server may answer and close before taking the whole request
         chunks = []

@@ -1,6 +1,7 @@
 """The service exposed as `make run` serves it: slow and silent clients, and nginx in front (deploy/nginx.conf)."""
 
 import json
+import re
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -9,7 +10,7 @@ import pytest
 import requests
 
 from tests.conftest import ADMIN_WALLET
-from tests.exposure import NGINX, HeldClients, Nginx, slow_request, worst_get_latency
+from tests.exposure import NGINX, NGINX_SITE, HeldClients, Nginx, exchange, slow_request, worst_get_latency
 from tests.live import LiveServer, flask_cli
 
 # The issue's scenario: 200 clients sending a header a byte a second, 50 saying nothing.
@@ -115,6 +116,106 @@ def test_nginx_beside_debians_default_site_cuts_a_slow_header_or_body_at_10_s_an
         "reads a header it applies the limits of the port's default server (Debian's default site), so "
         "deploy/nginx.conf must set client_header_timeout outside its server block"
     )
+
+
+def assert_problem(answer, status, what):
+    """`answer` is nginx's problem details with `status` on its status line and in its body."""
+    assert answer.status == status, f"{what}: status line {answer.status}, expected {status}: {answer.body[:200]!r}"
+    assert answer.content_type == "application/problem+json", f"{what}: {answer.content_type}: {answer.body[:200]!r}"
+    problem = answer.json()
+    assert problem["status"] == answer.status, f"{what}: the status line says {answer.status}, the body {problem}"
+    assert problem["title"] and problem["detail"], f"{what}: {problem}"
+
+
+# nginx's own refusals of requests for the service's name: what, the request, the status HTTP gives it.
+REFUSALS = [
+    ("a header line without a colon", b"GET / HTTP/1.1\r\nHost: {host}\r\nx-api-key idsk_x\r\n\r\n", 400),
+    ("a header line over 8 KiB", b"GET / HTTP/1.1\r\nHost: {host}\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", 400),
+    ("both Content-Length and chunked",
+     b"POST /identity HTTP/1.1\r\nHost: {host}\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("a chunked body that is not chunks",
+     b"POST /identity HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\nnot a chunk\r\n", 400),
+    ("TRACE", b"TRACE / HTTP/1.1\r\nHost: {host}\r\n\r\n", 405),
+    ("a body over 64 KiB",
+     b"POST /identity HTTP/1.1\r\nHost: {host}\r\nContent-Length: 70000\r\n\r\n" + b"a" * 70000, 413),
+    ("a chunked body over 64 KiB",
+     b"POST /identity HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n11170\r\n" + b"a" * 70000
+     + b"\r\n0\r\n\r\n", 413),
+    ("a Transfer-Encoding other than chunked",
+     b"POST /identity HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+    ("a path of the recipe's error pages", b"GET /_nginx/503 HTTP/1.1\r\nHost: {host}\r\n\r\n", 404),
+]
+# Refused before nginx knows which server the request is for: by the port's default server.
+BEFORE_THE_NAME = [
+    ("no Host", b"GET / HTTP/1.1\r\n\r\n", 400),
+    ("a malformed Host", b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400),
+    ("a request line nginx cannot read", b"G@T / HTTP/1.1\r\nHost: {host}\r\n\r\n", 400),
+    ("a request line over 8 KiB", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: {host}\r\n\r\n", 414),
+    ("HTTP/2.0 in the request line", b"GET / HTTP/2.0\r\nHost: {host}\r\n\r\n", 505),
+]
+
+
+def test_each_error_page_of_the_recipe_is_a_problem_whose_status_is_its_status_line():
+    # The live tests below cannot make nginx fail inside (500) or gunicorn time out (504): read those from the file.
+    recipe = NGINX_SITE.read_text()
+    pages = re.findall(r"^\s*error_page\s+([\d ]+?)\s+=(\d+)\s+(\S+);", recipe, re.MULTILINE)
+    assert {"400", "413", "502", "504"} <= {code for codes, _, _ in pages for code in codes.split()}, pages
+    for codes, status, uri in pages:
+        block = re.search(r"location = " + re.escape(uri) + r" \{(.*?)\n    \}", recipe, re.DOTALL)
+        assert block, f"error_page {codes} ={status} {uri}: no `location = {uri}` in deploy/nginx.conf"
+        assert "internal;" in block[1] and "default_type application/problem+json;" in block[1], block[1]
+        returned = re.search(r"return (\d+) '(.*)\\n';", block[1])
+        assert returned and returned[1] == status, f"{uri} returns {returned and returned[1]}, its error_page says ={status}"
+        problem = json.loads(returned[2])
+        assert problem["status"] == int(status) and problem["title"] and problem["detail"], (uri, problem)
+
+
+@pytest.mark.sqlite_only  # nginx's refusals are the same whatever the service's database
+@pytest.mark.skipif(NGINX is None, reason=NO_NGINX)
+@pytest.mark.parametrize("default_site", [True, False], ids=["beside Debian's default site", "default site removed"])
+def test_nginx_refuses_with_problems_whose_status_is_the_status_line(default_server, default_site):
+    server = default_server
+    nginx = Nginx(server.port, default_site=default_site).start()
+    host = nginx.host.encode()
+    try:
+        answers = {what: exchange(nginx.port, request.replace(b"{host}", host)) for what, request, _ in REFUSALS + BEFORE_THE_NAME}
+        unknown = exchange(nginx.port, b"GET /identity/unknown HTTP/1.1\r\nHost: " + host + b"\r\nx-api-key: "
+                           + server.api_key.encode() + b"\r\nConnection: close\r\n\r\n", half_close=False)
+        another_name = exchange(
+            nginx.port, b"GET /readyz HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n", half_close=False)
+    finally:
+        nginx.stop()
+    for what, _, status in REFUSALS:
+        assert_problem(answers[what], status, what)
+    for what, _, status in BEFORE_THE_NAME:
+        if default_site:  # the default site's own page, as docs/deployment.md says
+            assert (answers[what].status, answers[what].content_type) == (status, "text/html"), (what, answers[what].body[:200])
+        else:  # the recipe's server is the port's only one, and so its default
+            assert_problem(answers[what], status, what)
+    # The service's own errors pass through nginx as the service sent them (it names every answer).
+    assert unknown.status == 404 and "x-request-id" in unknown.headers, unknown.body[:200]
+    assert unknown.json()["status"] == 404 and unknown.content_type == "application/problem+json"
+    # Another name is the default server's: Debian's site beside it, else the service.
+    assert ("x-request-id" in another_name.headers) is not default_site, (another_name.status, another_name.body[:200])
+
+
+@pytest.mark.sqlite_only  # what nginx says when gunicorn is stopped does not depend on the database
+@pytest.mark.skipif(NGINX is None, reason=NO_NGINX)
+def test_nginx_answers_503_with_retry_after_while_gunicorn_is_stopped(default_server, nginx):
+    server, host = default_server, nginx.host
+    server.stop()
+    body = b'{"display_name": "While stopped"}'
+    head = f"Host: {host}\r\nx-api-key: {server.api_key}\r\nConnection: close\r\n"
+    answers = {
+        "GET": exchange(nginx.port, f"GET {server.identity_path} HTTP/1.1\r\n{head}\r\n".encode(), half_close=False),
+        "POST": exchange(nginx.port, (
+            f"POST /identity HTTP/1.1\r\n{head}Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body, half_close=False),
+    }
+    for method, answer in answers.items():
+        # gunicorn's connection refused is a 502 inside nginx; the client gets a 503, as from the service.
+        assert_problem(answer, 503, method)
+        assert answer.headers.get("retry-after") == "1", (method, answer.headers)
 
 
 MALFORMED_HEADER_LINES = [

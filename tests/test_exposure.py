@@ -145,10 +145,11 @@ REFUSALS = [
      b"POST /identity HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
     ("a path of the recipe's error pages", b"GET /_nginx/503 HTTP/1.1\r\nHost: {host}\r\n\r\n", 404),
 ]
-# Refused before nginx knows which server the request is for: by the port's default server.
+# Refused before nginx has read Host, and so knows which server the request is for: by the port's default server.
 BEFORE_THE_NAME = [
     ("no Host", b"GET / HTTP/1.1\r\n\r\n", 400),
     ("a malformed Host", b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400),
+    ("a header line without a colon before Host", b"GET / HTTP/1.1\r\nx-api-key idsk_x\r\nHost: {host}\r\n\r\n", 400),
     ("a request line nginx cannot read", b"G@T / HTTP/1.1\r\nHost: {host}\r\n\r\n", 400),
     ("a request line over 8 KiB", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: {host}\r\n\r\n", 414),
     ("HTTP/2.0 in the request line", b"GET / HTTP/2.0\r\nHost: {host}\r\n\r\n", 505),

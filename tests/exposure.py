@@ -105,12 +105,13 @@ class Nginx:
     """Debian's nginx installed as docs/deployment.md says, on a free loopback port, in front of `upstream_port`.
 
     Its prefix holds what Debian's /etc/nginx holds after `apt-get install nginx` and the page's
-    step: Debian's nginx.conf (as the package ships it, but for the paths of its pid file, its logs
-    and the two folders it includes, moved into the prefix so that the machine's own nginx is left
-    alone), conf.d/identity.conf (deploy/nginx.conf), and, with `default_site`,
-    sites-enabled/default (Debian's /etc/nginx/sites-available/default).
+    step: Debian's nginx.conf (as the package ships it, but for the paths of its pid file, its logs,
+    its temporary files and the two folders it includes, moved into the prefix so that the
+    machine's own nginx is left alone), conf.d/identity.conf (deploy/nginx.conf, its upstream's
+    address set to `upstream_port`), and, with `default_site`, sites-enabled/default (Debian's
+    /etc/nginx/sites-available/default).
 
-    The only other change is the port. Port 80 may be taken by the machine's nginx, so both servers
+    The only other change to either site is the port. Port 80 may be taken by the machine's nginx, so both servers
     listen on 127.0.0.1:<free port> instead: the recipe's `listen 80;` and the default site's
     `listen 80 default_server;` name the same address and port, so they share one listening
     socket, whose default server is Debian's, exactly as on port 80. (Giving one of them

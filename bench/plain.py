@@ -3,9 +3,7 @@
 The same Floor object does the work (key lookup, validation, content addressing, the same SQL and
 the same JSON bytes); Flask routes the request, hands the view its `request`, and sends a
 `Response`. Beside the bare floor, it says what Flask itself costs, so that `make bench` can tell
-the cost of Flask from the cost of the layers the project adds on top of it. Served by gunicorn, its
-responses leave as the project's do, each in one TCP segment (identity/segments.py: the transport,
-not a layer of the app), so that the comparison is of the apps.
+the cost of Flask from the cost of the layers the project adds on top of it.
 
     gunicorn bench.plain:app      # DATABASE_URL=sqlite:////path/to/identity.db, migrated by `flask db upgrade`
 """
@@ -14,7 +12,6 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from bench.floor import Floor, Refusal, request_id_of
-from identity.server.cork import WholeResponses
 
 ROUTES = ("/identity", "/identities")
 
@@ -58,7 +55,6 @@ def create_app(floor=None):
         refusal = Refusal(error.code, error.description, [(k, v) for k, v in error.get_headers() if k != "Content-Type"])
         return refused(refusal)
 
-    app.wsgi_app = WholeResponses(app.wsgi_app)
     return app
 
 

@@ -51,6 +51,23 @@ def _seconds(environ, name, default, minimum=0.0):
     return value
 
 
+def env_int(name, default):
+    """A whole number from the environment variable `name` (gunicorn.conf.py's settings), or `default`;
+    a value that is not one stops the server with a message naming the variable, not a traceback."""
+    try:
+        return _int(os.environ, name, default)
+    except ValueError as error:
+        raise SystemExit(f"Error: {error}; fix it in the environment and start the server again.") from None
+
+
+def log_level(name, default):
+    """A log level from the environment variable `name`, or `default`; stops with a message if it is not one."""
+    try:
+        return _log_level(os.environ, name, default)
+    except ValueError as error:
+        raise SystemExit(f"Error: {error}; fix it in the environment and start the server again.") from None
+
+
 def _rate_limit(environ, name, default):
     value = environ.get(name) or default
     try:
@@ -105,7 +122,7 @@ def settings_from_env(environ=None):
         "IDENTITY_LOG_LEVEL": _log_level(environ, "IDENTITY_LOG_LEVEL", "INFO"),
         # Connections each worker process keeps open to the database, and how many more it may open at a
         # peak. A request holds one at a time, so a process needs as many as it serves requests at once:
-        # its threads (GUNICORN_THREADS, which gunicorn.conf.py sets for the workers it starts).
+        # its threads (GUNICORN_THREADS, the setting gunicorn.conf.py reads too).
         "IDENTITY_DB_POOL_SIZE": _int(environ, "IDENTITY_DB_POOL_SIZE", max(5, _int(environ, "GUNICORN_THREADS", 1))),
         "IDENTITY_DB_MAX_OVERFLOW": _int(environ, "IDENTITY_DB_MAX_OVERFLOW", 10),
         # Seconds a request waits for a free pooled connection, then for the server to accept a new one:
@@ -142,6 +159,16 @@ def settings_from_env(environ=None):
         "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None, "deepLinking": True},
         "SQLALCHEMY_TRACK_MODIFICATIONS": False,
     }
+
+
+def init_app(app, config=None):
+    """`app`'s settings: the environment's, then `config` (a mapping) on top."""
+    app.config.from_mapping(settings_from_env())
+    if config:
+        app.config.update(config)
+        if config.get("DATABASE_URL"):
+            app.config["SQLALCHEMY_DATABASE_URI"] = database_url(config["DATABASE_URL"])
+    app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config))
 
 
 def engine_options(config):

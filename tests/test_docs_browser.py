@@ -54,9 +54,16 @@ class Operations(HTMLParser):
         attrs = dict(attrs)
         classes = (attrs.get("class") or "").split()
         if "opblock" in classes:
+            # Its method's class; a deprecated operation (an alias) bears opblock-deprecated instead, and its
+            # method is the text of its summary's method label.
             self.method = next((c.removeprefix("opblock-") for c in classes if c.startswith("opblock-")), None)
+        self.reading_method = self.method == "deprecated" and "opblock-summary-method" in classes
         if "data-path" in attrs and self.method:
             self.found.add((self.method, attrs["data-path"]))
+
+    def handle_data(self, data):
+        if getattr(self, "reading_method", False):
+            self.method, self.reading_method = data.strip().lower(), False
 
 
 def page_requests(net_log, origin):

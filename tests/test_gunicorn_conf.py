@@ -135,15 +135,6 @@ def test_bind_takes_ipv6_hosts_and_a_whole_address(tmp_path):
     assert conf_value(tmp_path, "bind", GUNICORN_BIND="unix:/run/identity.sock") == "unix:/run/identity.sock"
 
 
-def test_a_counts_file_named_by_the_environment_leaves_the_workers_file_to_the_server(tmp_path):
-    # Each shared file is made where its own variable says, or in a folder of the server's own.
-    counts = tmp_path / "counts"
-    conf_value(tmp_path, "bind", IDENTITY_RATELIMIT_COUNTS_FILE=str(counts), TMPDIR=str(tmp_path))
-    assert counts.stat().st_size == 512 * 1024
-    [loads] = tmp_path.glob("identity-workers-*/loads")
-    assert loads.stat().st_size > 0
-
-
 def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdown(database_path, issue_key, tmp_path):
     # The server's temporary folder is this test's own: another gunicorn on the machine (a second
     # suite running at the same time) makes its directories in the shared one.
@@ -151,7 +142,7 @@ def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdo
     temporary.mkdir()
 
     def ours():
-        return {path for kind in ("metrics", "ratelimit", "workers") for path in temporary.glob(f"identity-{kind}-*")}
+        return {path for kind in ("metrics", "ratelimit") for path in temporary.glob(f"identity-{kind}-*")}
 
     before = ours()
     server = LiveServer(
@@ -159,9 +150,8 @@ def test_without_a_metrics_directory_gunicorn_makes_one_and_removes_it_on_shutdo
     ).start()
     try:
         made = ours() - before
-        # The metrics' directory, the rate-limit counts' one with the file every worker maps, and the
-        # workers' busy clients' one (identity/balance.py).
-        assert sorted(path.name.split("-")[1] for path in made) == ["metrics", "ratelimit", "workers"]
+        # The metrics' directory, and the rate-limit counts' one with the file every worker maps.
+        assert sorted(path.name.split("-")[1] for path in made) == ["metrics", "ratelimit"]
         [counts] = [path / "counts" for path in made if "ratelimit" in path.name]
         assert counts.stat().st_size == 512 * 1024
         assert requests.get(server.url + "/metrics", timeout=10).status_code == 200
@@ -180,18 +170,18 @@ def test_the_folders_of_a_server_killed_outright_are_removed_when_the_next_one_s
     env = {"PROMETHEUS_MULTIPROC_DIR": "", "TMPDIR": str(temporary)}
 
     def folders():
-        return {path for kind in ("metrics", "ratelimit", "workers") for path in temporary.glob(f"identity-{kind}-*")}
+        return {path for kind in ("metrics", "ratelimit") for path in temporary.glob(f"identity-{kind}-*")}
 
     crashed = LiveServer(f"sqlite:///{database_path}", workers=1, env=env).start()
     crashed.kill()
     crashed.process.wait(timeout=30)
     left = folders()
-    assert len(left) == 3
+    assert len(left) == 2
     running = LiveServer(f"sqlite:///{database_path}", workers=1, env=env).start()
     try:
         kept = folders()
         assert not kept & left
-        assert len(kept) == 3
+        assert len(kept) == 2
         later = LiveServer(f"sqlite:///{database_path}", workers=1, env=env).start()
         later.stop()
         assert requests.get(running.url + "/metrics", timeout=10).status_code == 200

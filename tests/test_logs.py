@@ -147,44 +147,6 @@ def error_info():
         return sys.exc_info()
 
 
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {},
-        {"key_id": None, "route": None, "status": 404},
-        {"request_id": None},
-        {"extra_field": "kept"},  # another extra: the JSON formatter's own way
-        {"exc_info": error_info()},
-        {"stack_info": "Stack (most recent call last):\n  here"},
-        {"msg": {"a": "dict message"}},
-    ],
-    ids=["access line", "nulls", "no request id", "another extra", "exception", "stack", "dict message"],
-)
-def test_the_access_line_formatter_writes_the_json_formatters_bytes(changes):
-    record = access_record(**changes)
-    expected = logs.json_formatter().format(access_record(**changes, created=record.created))
-    assert logs.AccessLineFormatter().format(record) == expected
-    assert json.loads(expected)["level"] == "INFO"
-
-
-def test_the_access_line_formatter_takes_the_access_lines_fields_as_known(monkeypatch):
-    """Its own path for an access line (not the JSON formatter's search through the record), and only
-    for one: another record goes through the JSON formatter's."""
-    from pythonjsonlogger.orjson import OrjsonFormatter
-
-    searched = []
-    formatter = logs.AccessLineFormatter()
-    search = OrjsonFormatter.add_fields
-
-    def spying(self, log_data, record, message_dict):
-        searched.append(record.getMessage())
-        return search(self, log_data, record, message_dict)
-
-    monkeypatch.setattr(OrjsonFormatter, "add_fields", spying)
-    formatter.format(access_record())
-    formatter.format(access_record(extra_field="kept", msg="another"))
-    assert searched == ["another"]
-
 
 def test_an_unknown_log_level_is_refused():
     from identity.config import settings_from_env

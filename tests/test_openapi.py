@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from identity.schemas import IdentityCreateSchema, IdentityPatchSchema
 from identity.schemas.fields import UINT256_PATTERN, WHITE_SPACE_CLASS
-from identity.web.blueprint import ALIASES
+from identity.web import ALIASES
 from tests.test_create import CONTRACT_KEYS, USER_KEYS
 
 PROBLEM = "application/problem+json"
@@ -27,6 +27,7 @@ CONTRACT_STATUSES = {
     (IDENTITY + "/changes", "get"): {200, 401, 404, 429, 503},
     ("/changes", "get"): {200, 400, 401, 429, 503},
     ("/identity", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},
+    ("/identities", "post"): {201, 400, 401, 403, 409, 413, 415, 422, 429, 503},  # an alias of the above
     ("/identities", "get"): {200, 400, 401, 403, 429, 503},
     ("/webhooks", "post"): {201, 400, 401, 403, 413, 415, 422, 429, 503},
     ("/webhooks", "get"): {200, 401, 403, 429, 503},
@@ -90,8 +91,17 @@ def test_every_route_the_app_serves_is_in_the_document_once_its_aliases_left_out
     documented = {
         (path, method) for path, item in document["paths"].items() for method in item if method != "parameters"
     }
-    assert {(path_of(rule), method.lower()) for rule, method in served - set(ALIASES)} == documented
+    # An alias on a path the document names for another method is documented, as a deprecated alias of the
+    # operation it serves: a client that reads the document finds every method the path answers.
+    paths = {path_of(rule) for rule, _ in served - set(ALIASES)}
+    documented_aliases = {(path_of(rule), method.lower()) for rule, method in ALIASES if path_of(rule) in paths}
+    assert {(path_of(rule), method.lower()) for rule, method in served - set(ALIASES)} | documented_aliases == documented
     assert documented == set(CONTRACT_STATUSES)
+    for path, method in documented_aliases:
+        operation = document["paths"][path][method]
+        of = path_of(next(of for (rule, verb), of in ALIASES.items() if (path_of(rule), verb.lower()) == (path, method)))
+        assert operation["deprecated"] is True
+        assert operation["x-alias-of"] == document["paths"][of][method]["operationId"]
     # Each alias serves a documented operation of the same method, and says so in its description.
     for (rule, method), of in ALIASES.items():
         operation = document["paths"][path_of(of)][method.lower()]

@@ -13,6 +13,7 @@ OPERATION_IDS = {
     ("/identity/{identity_id}", "get"): "getIdentity",
     ("/identity/{identity_id}/content", "get"): "getIdentityContent",
     ("/identity", "post"): "createIdentity",
+    ("/identities", "post"): "createIdentityAlias",
     ("/identity/{identity_id}", "patch"): "updateIdentity",
     ("/identities", "get"): "listIdentities",
     ("/identity/{identity_id}/changes", "get"): "listIdentityChanges",

@@ -136,4 +136,4 @@ def test_a_get_runs_each_request_hook_once(app, client, user_key, fetched, monke
     # limit, nosniff, request id), its metrics and its access line. When it began is noted by the request
     # object as it is made (identity.web.requests), and the database session ends with the app context, in
     # Flask-SQLAlchemy's teardown.
-    assert calls == ["refuse_until_migrated", "init_app.<locals>.finish_response"]
+    assert calls == ["refuse_until_migrated", "finish_response"]

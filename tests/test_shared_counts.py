@@ -4,12 +4,13 @@ import multiprocessing
 import os
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from limits import parse
 from limits.strategies import FixedWindowRateLimiter
 
-from identity.web.limits import COUNTS_FILE_VARIABLE, RateLimits, WindowCounts
+from identity.web.limits import RateLimits, WindowCounts, share_counts
 from identity.web.shared_counts import FRESH, PROBE, RUN, SLOT, SLOTS, SharedWindowCounts, create_counts_file
 
 CONFIG = {"IDENTITY_RATELIMIT_READ": "3/minute", "IDENTITY_RATELIMIT_CREATE": "3/minute",
@@ -139,17 +140,18 @@ def test_threads_adding_to_one_count_at_once_lose_nothing(counts):
     assert counts.get("shared") == 20_000
 
 
-def test_rate_limits_count_in_the_file_gunicorn_conf_names(counts_file, monkeypatch):
-    monkeypatch.setenv(COUNTS_FILE_VARIABLE, str(counts_file))
-    first, second = RateLimits(CONFIG), RateLimits(CONFIG)  # two workers' views of one file
+def test_rate_limits_count_in_the_file_the_server_hands_each_worker(counts_file):
+    first, second = (SimpleNamespace(extensions={"identity_rate_limits": RateLimits(CONFIG)}) for _ in range(2))
+    for worker in (first, second):  # two workers' views of one file
+        share_counts(worker, str(counts_file))
+    first, second = first.extensions["identity_rate_limits"], second.extensions["identity_rate_limits"]
     assert isinstance(first.local.storage, SharedWindowCounts)
     assert [first.spend("read", "key-1").remaining, second.spend("read", "key-1").remaining] == [2, 1]
     assert first.spend("read", "key-1").remaining == 0
     assert not second.spend("read", "key-1").allowed
 
 
-def test_without_the_file_rate_limits_count_in_the_process(monkeypatch):
-    monkeypatch.delenv(COUNTS_FILE_VARIABLE, raising=False)
+def test_without_the_file_rate_limits_count_in_the_process():
     assert isinstance(RateLimits(CONFIG).local.storage, WindowCounts)
 
 

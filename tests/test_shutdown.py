@@ -1,4 +1,9 @@
-"""SIGTERM under load: every connection the server accepted gets its answer; every 201 survives the restart."""
+"""SIGTERM under load: the server stops gracefully, every create it committed was answered 201, and every 201
+survives the restart.
+
+A connection the kernel had queued but the worker never accepted is reset when the listening socket closes:
+its request never reached the service, and a client may send it again. (Behind the nginx recipe such a
+client gets a 503 problem; docs/deployment.md says so.)"""
 
 import os
 import signal
@@ -34,7 +39,7 @@ class Creators:
             except requests.ConnectionError as error:
                 if "refused" in str(error).lower():
                     return  # the listening socket is closed: nothing was accepted, nothing lost
-                self.resets.append(repr(error))
+                self.resets.append(repr(error))  # queued, never accepted: the request did not reach the service
                 continue
             if response.status_code == 201:
                 self.created.append(response.json()["identity_id"])
@@ -42,7 +47,7 @@ class Creators:
                 self.other.append(response.status_code)
 
 
-def test_sigterm_under_load_answers_every_accepted_connection_and_loses_no_create(database_path, tmp_path):
+def test_sigterm_under_load_stops_gracefully_and_every_committed_create_was_answered(database_path, tmp_path):
     database_url = f"sqlite:///{database_path}"
     key = flask_cli(database_url, "keys", "create", "--wallet", ADMIN_WALLET, "--role", "Admin").strip().splitlines()[-1]
     server = LiveServer(database_url, workers=None, output_dir=tmp_path).start()
@@ -55,7 +60,6 @@ def test_sigterm_under_load_answers_every_accepted_connection_and_loses_no_creat
         thread.join(timeout=90)
     server.process.wait(timeout=60)
     assert server.process.returncode == 0
-    assert creators.resets == []
     assert creators.other == []
     assert len(creators.created) > 20
 
@@ -66,6 +70,15 @@ def test_sigterm_under_load_answers_every_accepted_connection_and_loses_no_creat
             identity_id for identity_id in creators.created
             if session.get(f"{restarted.url}/identity/{identity_id}", headers={"x-api-key": key}, timeout=10).status_code != 200
         ]
+        stored = set()
+        after = None
+        while True:
+            page = session.get(f"{restarted.url}/identities", params={"limit": 100, **({"cursor": after} if after else {})},
+                               headers={"x-api-key": key}, timeout=10).json()
+            stored |= {identity["identity_id"] for identity in page["data"] if identity["display_name"].startswith("Drain")}
+            if not (after := page["next"]):
+                break
     finally:
         restarted.stop()
     assert missing == []
+    assert stored == set(creators.created)  # nothing committed that was not answered 201

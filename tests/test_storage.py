@@ -13,7 +13,8 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from identity import MIGRATIONS, create_app
+from identity import create_app
+from identity.storage import MIGRATIONS
 from identity.storage.database import db
 from identity.storage.models import MAX_UINT256, Identity, User
 from tests.conftest import make_app

@@ -1,7 +1,9 @@
 """`/readyz`: the database answers, its schema is the one this code was written for, and it can take writes."""
 
 import os
+import shlex
 import shutil
+import sys
 from pathlib import Path
 
 from alembic.runtime.migration import MigrationContext
@@ -12,7 +14,6 @@ from sqlalchemy.exc import DBAPIError
 
 from .database import NO_WAIT, WRITE, db, migrate
 from .faults import cause
-from .hints import upgrade_command
 
 # Below this much free space beside an SQLite file, creates are about to fail: not ready.
 MIN_FREE_BYTES = 1024 * 1024
@@ -128,3 +129,20 @@ def require_latest_schema(exempt=frozenset()):
         return
     schema_state()
     current_app.extensions[SCHEMA_CHECKED] = True
+
+
+def flask_command(*args):
+    """`<this environment's flask> --app app ARGS`, as one shell line."""
+    flask = os.path.join(os.path.dirname(sys.executable), "flask")
+    if not os.path.exists(flask):
+        flask = "flask"
+    else:
+        relative = os.path.relpath(flask)
+        if not relative.startswith(".."):
+            flask = relative if os.sep in relative else os.path.join(".", relative)
+    return " ".join([shlex.quote(flask), "--app", "app", *map(shlex.quote, args)])
+
+
+def upgrade_command():
+    """The command that brings the database's schema to the latest migration."""
+    return flask_command("db", "upgrade")

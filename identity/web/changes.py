@@ -11,33 +11,19 @@ from ..core.errors import IdentityNotFound
 from ..feed import live, streams
 from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, LastEventIdSchema
 from ..storage.database import db
-from . import limits
+from . import alias, blp, limits
 from .auth import HEADER, auth, current_caller
-from .blueprint import (
-    IDENTITY_ID,
-    NOT_FOUND,
-    RATELIMIT_HEADERS,
-    TOO_MANY,
-    UNAUTHORIZED,
-    UNAVAILABLE,
-    alias,
-    blp,
-    operation,
-    problem,
-    shared_problems,
-)
-from .docs import CHANGE_EXAMPLE, EVENT_STREAM_DOC
+from .openapi import CHANGE_EXAMPLE, EVENT_STREAM_DOC, IDENTITY_ID, NOT_FOUND, PROBLEMS, operation, problems
 from .problems import problem_body
 
 
 @blp.route("/identity/<identity_id>/changes", endpoint="identity_changes", parameters=[IDENTITY_ID])
-@alias("/identities/<identity_id>/changes", endpoint="identity_changes_plural", of="/identity/<identity_id>/changes")
+@alias("/identities/<identity_id>/changes", of="/identity/<identity_id>/changes")
 @auth.login_required
 @limits.reads
 @operation("listIdentityChanges")
 @blp.response(200, ChangeListSchema, example={"data": [CHANGE_EXAMPLE]})
-@shared_problems
-@problem(404, NOT_FOUND)
+@problems(404, _404=NOT_FOUND["identity"])
 def identity_changes(identity_id):
     """An Identity's change history, oldest first.
 
@@ -49,6 +35,17 @@ def identity_changes(identity_id):
     return {"data": entries}
 
 
+STREAM_QUERY = {
+    "description": "An unknown or invalid query parameter or Last-Event-ID; errors names each.",
+    "example": problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
+}
+TOO_MANY_STREAMS = {
+    **PROBLEMS[429],
+    "description": PROBLEMS[429]["description"] + " Or the key holds IDENTITY_MAX_STREAMS_PER_KEY streams and "
+    "long polls already.",
+}
+
+
 @blp.route("/changes", endpoint="change_feed")
 @auth.login_required
 @limits.reads
@@ -56,15 +53,7 @@ def identity_changes(identity_id):
 @blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
 @blp.arguments(LastEventIdSchema, location="headers", error_status_code=400)
 @blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
-@problem(
-    400,
-    "An unknown or invalid query parameter or Last-Event-ID; errors names each.",
-    example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
-)
-@problem(401, **UNAUTHORIZED)
-@problem(429, TOO_MANY + " Or the key holds IDENTITY_MAX_STREAMS_PER_KEY streams and long polls already.",
-         headers=RATELIMIT_HEADERS)
-@problem(503, **UNAVAILABLE)
+@problems(400, 429, _400=STREAM_QUERY, _429=TOO_MANY_STREAMS)
 def change_feed(args, headers):
     """Every Identity's changes after a sequence number, in order: poll with the last next_after, long-poll
     (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream)."""

@@ -2,8 +2,9 @@
 
 from ..schemas import StatusSchema
 from ..storage import readiness
-from .blueprint import UNAVAILABLE, blp, operation, problem
-from .problems import problem as problem_response
+from . import blp
+from .openapi import operation, problems
+from .problems import problem
 
 
 @blp.route("/healthz")
@@ -17,13 +18,14 @@ def healthz():
 @blp.route("/readyz")
 @operation("getReadiness", security=[])
 @blp.response(200, StatusSchema, example={"status": "ok"})
-@problem(503, **UNAVAILABLE)
+@problems(503)
 def readyz():
     """The database answers, its schema is at the latest migration, and it can take writes; else 503 saying why."""
     try:
         readiness.check()
     except readiness.NotReady as not_ready:
-        # Migrating is an operator's act, not a moment's wait: no Retry-After then.
-        retry = None if isinstance(not_ready, readiness.SchemaNotCurrent) else {"Retry-After": "5"}
-        return problem_response(503, not_ready.detail, headers=retry)
+        # Migrating is an operator's act, not a moment's wait: no Retry-After then. Otherwise the same
+        # Retry-After as every other route's 503 for the same outage.
+        retry = None if isinstance(not_ready, readiness.SchemaNotCurrent) else {"Retry-After": "1"}
+        return problem(503, not_ready.detail, headers=retry)
     return {"status": "ok"}

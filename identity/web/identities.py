@@ -1,11 +1,14 @@
-"""The identities: fetch, create, curate, list and search."""
+"""The identities: fetch, create, curate, list and search; and an identity's content, byte for byte."""
 
-from flask import current_app, request
+from functools import lru_cache
+
+from flask import Response, current_app, request
 from marshmallow import RAISE
+from werkzeug.http import generate_etag
+from werkzeug.routing import BaseConverter
 
-from ..core import browse, curation
-from ..core import identities as service
-from ..core.errors import IdentityExists, IdentityNotFound, IdentityRemoved, PreconditionFailed
+from ..core import browse, curation, identities
+from ..core.errors import IdentityExists, IdentityNotFound, IdentityRemoved
 from ..schemas import (
     IMMUTABLE,
     IdentityContentSchema,
@@ -15,147 +18,164 @@ from ..schemas import (
     identity_patch_schema,
     identity_schema,
 )
-from . import limits, metrics
-from .auth import ADMIN_ONLY_DETAIL, auth, current_caller
-from .blueprint import (
+from . import alias, blp, limits
+from .auth import auth, current_caller
+from .metrics import IDENTITIES_CREATED
+from .openapi import (
+    BODY,
+    CONTENT_EXAMPLE,
+    CREATE_EXAMPLE,
     ETAG,
     ETAG_HEADERS,
-    GONE,
+    IDENTITY_EXAMPLE,
     IDENTITY_ID,
     IF_MATCH,
     IF_NONE_MATCH,
     LOCATION,
     NOT_FOUND,
-    alias,
-    answer,
-    blp,
+    PATCH_EXAMPLE,
+    QUERY,
     operation,
-    problem,
-    shared_problems,
+    problems,
 )
-from .docs import CONTENT_EXAMPLE, CREATE_EXAMPLE, IDENTITY_EXAMPLE, PATCH_EXAMPLE
-from .headers import body_etag, conditional
 from .problems import problem_body
-from .representation import identity_response
+
+
+class IdentityIdConverter(BaseConverter):
+    """The identity id of /identities/<identity_id>: any segment but `search`, the listing's own path.
+
+    Without it, PATCH /identities/search would reach the PATCH of an identity called "search" (and answer
+    415 or 404) where the contract wants 405 with Allow: GET, HEAD, OPTIONS.
+    """
+
+    regex = r"(?!search(?![^/]))[^/]+"
+
+
+blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_id", IdentityIdConverter))
+
+NOT_MODIFIED = {"description": "If-None-Match named the current ETag; no body.", "headers": ETAG_HEADERS}
 
 
 @blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
-@alias("/identities/<identity_id:identity_id>", endpoint="get_identity_plural", of="/identity/<identity_id>")
+@alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>")
 @auth.login_required
 @limits.reads
-@conditional
-@operation("getIdentity", parameters=[IF_NONE_MATCH])
+@operation("getIdentity", parameters=[IF_NONE_MATCH], responses={304: NOT_MODIFIED})
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
-@answer(304, "If-None-Match named the current ETag; no body.", headers=ETAG_HEADERS)
-@shared_problems
-@problem(404, NOT_FOUND)
-@problem(410, **GONE)
+@problems(404, 410, _404=NOT_FOUND["identity"])
 def get_identity(identity_id):
     """Fetch an Identity by its identity_id.
 
     Also served at /identities/{identity_id}.
     """
-    return identity_response(identity_id)
+    row = identities.get_identity_row(identity_id)
+    if row is None:
+        raise IdentityNotFound()
+    return conditional(_identity_response(tuple(row)))
+
+
+# Bodies kept per process, by the identity's row (about 2 KiB each with its key: some 8 MB at most).
+CACHED_BODIES = 4096
+_STATUS = identities.IDENTITIES.c.keys().index("status")
+
+
+@lru_cache(maxsize=CACHED_BODIES)
+def _identity_response(row):
+    """The answer to a GET of the identity whose row (identities.IDENTITIES_WITH_CREATOR) is `row`: its
+    body and ETag, made once for each state of the row and kept.
+
+    The body is a function of the row alone (the identity's columns and its creator's; the same for every
+    caller), and the key is what the request has just read: a write to the identity (updated_at moves)
+    or to its creator (last_login) gives another key, and the old entry ages out, never served stale.
+    Each request gets a Response of its own, made from the kept bytes.
+    """
+    if row[_STATUS] == "removed":
+        return None
+    # As flask-smorest's response decorator makes it: the schema's dump, then the app's JSON provider.
+    body = current_app.json.dumps(identity_schema.dump(identities.identity_record(row))).encode()
+    return body, generate_etag(body)
+
+
+def conditional(kept):
+    """A Response of `kept` (body, ETag) that answers a matching If-None-Match with 304. The ETag is a hash
+    of the exact body: the embedded creator's last_login moves, so a tag of the content alone would vouch
+    for a body that is no longer the one served. The body is the same for every caller, but it is served
+    only behind a key: a shared cache must not hand it to a client without one (private)."""
+    if kept is None:
+        raise IdentityRemoved(request.view_args["identity_id"])
+    body, etag = kept
+    response = Response(body, mimetype="application/json", headers={"Cache-Control": "private"})
+    response.set_etag(etag)
+    # Werkzeug compares If-None-Match weakly, as RFC 9110 asks; a 304 keeps the ETag and loses the body.
+    return response.make_conditional(request) if "HTTP_IF_NONE_MATCH" in request.environ else response
 
 
 @blp.route("/identity/<identity_id>/content", endpoint="get_identity_content", parameters=[IDENTITY_ID])
-@alias("/identities/<identity_id>/content", endpoint="get_identity_content_plural", of="/identity/<identity_id>/content")
+@alias("/identities/<identity_id>/content", of="/identity/<identity_id>/content")
 @auth.login_required
 @limits.reads
-@conditional
-@operation("getIdentityContent", parameters=[IF_NONE_MATCH])
+@operation("getIdentityContent", parameters=[IF_NONE_MATCH],
+           responses={304: {"description": "If-None-Match named the content_id; no body.", "headers": {"ETag": ETAG}}})
 @blp.response(
-    200,
-    IdentityContentSchema,
-    description="The canonical bytes (RFC 8785) that the content_id is the CID of: "
-    "their CIDv1 (raw, sha2-256, base32) is the content_id, and `ipfs add --cid-version 1` gives the same.",
-    example=CONTENT_EXAMPLE,
+    200, IdentityContentSchema, example=CONTENT_EXAMPLE,
+    description="The canonical bytes (RFC 8785) that the content_id is the CID of: their CIDv1 (raw, sha2-256, "
+    "base32) is the content_id, and `ipfs add --cid-version 1` gives the same.",
     headers={"ETag": ETAG, "Cache-Control": ETAG_HEADERS["Cache-Control"]},
 )
-@answer(304, "If-None-Match named the content_id; no body.", headers={"ETag": ETAG})
-@shared_problems
-@problem(404, NOT_FOUND)
-@problem(410, **GONE)
+@problems(404, 410, _404=NOT_FOUND["identity"])
 def get_identity_content(identity_id):
     """Fetch an Identity's content, byte for byte as its content_id hashes it.
 
     Also served at /identities/{identity_id}/content.
     """
-    identity = _identity_or_404(identity_id)
-    return current_app.response_class(
-        service.canonical_content(identity), mimetype="application/json", headers={"ETag": f'"{identity["content_id"]}"'}
-    )
-
-
-def _identity_or_404(identity_id):
-    identity = service.get_identity(identity_id)
+    identity = identities.get_identity(identity_id)
     if identity is None:
         raise IdentityNotFound()
     if identity["status"] == "removed":
         raise IdentityRemoved(identity_id)
-    return identity
+    return conditional((identities.canonical_content(identity), identity["content_id"]))
 
 
 @blp.route("/identity", methods=["POST"], endpoint="create_identity")
-@alias("/identities", methods=["POST"], endpoint="create_identity_plural", of="/identity")
-@alias("/identity/", methods=["POST"], endpoint="create_identity_slash", of="/identity")
-@alias("/identities/", methods=["POST"], endpoint="create_identity_plural_slash", of="/identity")
+@alias("/identities", "/identity/", "/identities/", of="/identity", methods=["POST"])
 @auth.login_required
 @limits.creates
 @operation("createIdentity")
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
-@problem(400, "The body is not valid JSON or not UTF-8.")
-@shared_problems
-@problem(403, "A User key named another creator, or the key is read-only (scope read).")
-@problem(
-    409,
-    "The same content exists; identity_id names it and Location points at it.",
-    example=problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
-    headers={"Location": LOCATION},
-)
-@problem(413, "The body is larger than the limit (64 KiB by default).")
-@problem(415, "The body is not sent as application/json.")
-@problem(
-    422,
-    "Invalid or unknown fields, or a body that is not an object; errors names each field.",
-    example=problem_body(
-        422, "Invalid fields: display_name, nickname.",
-        errors={"display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]},
-    ),
+@problems(
+    BODY, 403, 409,
+    _403="A User key named another creator, or the key is read-only (scope read).",
+    _409={"description": "The same content exists; identity_id names it and Location points at it.",
+          "example": problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
+          "headers": {"Location": LOCATION}},
+    _422={"description": "Invalid or unknown fields, or a body that is not an object; errors names each field.",
+          "example": problem_body(422, "Invalid fields: display_name, nickname.", errors={
+              "display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]})},
 )
 def create_identity(fields):
     """Create an off-chain Identity.
 
     Also served at POST /identities, and at both paths with a trailing slash.
     """
-    identity = service.create_identity(fields, current_caller())
-    metrics.count_identity_created()
+    identity = identities.create_identity(fields, current_caller())
+    IDENTITIES_CREATED.inc()
     return identity, 201, {"Location": f"/identity/{identity['identity_id']}"}
 
 
 @blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
-@alias(
-    "/identities/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity_plural",
-    of="/identity/<identity_id>",
-)
+@alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>", methods=["PATCH"])
 @auth.login_required(role="Admin")
 @limits.creates
-@conditional
 @operation("updateIdentity", parameters=[IF_MATCH])
 @blp.arguments(identity_patch_schema, example=PATCH_EXAMPLE)
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
-@problem(400, "The body is not valid JSON or not UTF-8.")
-@shared_problems
-@problem(403, "A User key (only Admin keys curate), or a read-only key (scope read).", example=problem_body(403, ADMIN_ONLY_DETAIL))
-@problem(404, NOT_FOUND)
-@problem(412, PreconditionFailed.DETAIL)
-@problem(413, "The body is larger than the limit (64 KiB by default).")
-@problem(415, "The body is not sent as application/json or application/merge-patch+json.")
-@problem(
-    422,
-    "A content field, an unknown field, an invalid value, or nothing to change; errors names each.",
-    example=problem_body(422, "Invalid fields: display_name.", errors={"display_name": [IMMUTABLE]}),
+@problems(
+    BODY, 403, 404, 412, _404=NOT_FOUND["identity"],
+    _403="A User key (only Admin keys curate), or a read-only key (scope read).",
+    _415="The body is not sent as application/json or application/merge-patch+json.",
+    _422={"description": "A content field, an unknown field, an invalid value, or nothing to change; errors names each.",
+          "example": problem_body(422, "Invalid fields: display_name.", errors={"display_name": [IMMUTABLE]})},
 )
 def patch_identity(changes, identity_id):
     """Curate an Identity: its status and on-chain figures (Admin keys only; If-Match makes it conditional).
@@ -164,33 +184,30 @@ def patch_identity(changes, identity_id):
     accepted too. Also served at /identities/{identity_id}.
     """
     if_match = request.if_match
-    precondition = (lambda identity: if_match.contains(representation_etag(identity))) if if_match else None
-    return curation.update_identity(identity_id, changes, current_caller().wallet, precondition)
+    holds = (lambda identity: if_match.contains(_etag(identity))) if if_match else None
+    identity = curation.update_identity(identity_id, changes, current_caller().wallet, precondition=holds)
+    response = current_app.json.response(identity_schema.dump(identity))
+    response.set_etag(generate_etag(response.get_data()))
+    response.headers["Cache-Control"] = "private"
+    return response
 
 
-def representation_etag(identity):
+def _etag(identity):
     """The ETag GET sends for `identity`: the hash of the very body it serves."""
-    return body_etag(current_app.json.response(identity_schema.dump(identity)).get_data())
+    return generate_etag(current_app.json.dumps(identity_schema.dump(identity)).encode())
 
 
 LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], "next": None}
 
 
 @blp.route("/identities", endpoint="list_identities")
-@alias("/identities/search", endpoint="search_identities", of="/identities")
-@alias("/identities/", endpoint="list_identities_slash", of="/identities")
+@alias("/identities/search", "/identities/", of="/identities")
 @auth.login_required
 @limits.reads
 @operation("listIdentities")
 @blp.arguments(identity_list_args_schema, location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, identity_page_schema, example=LIST_EXAMPLE)
-@problem(
-    400,
-    "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names each parameter.",
-    example=problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 100."]}),
-)
-@shared_problems
-@problem(403, "Removed identities are listed only to an Admin key.")
+@problems(400, 403, _400=QUERY, _403="Removed identities are listed only to an Admin key.")
 def list_identities(args):
     """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default.
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from marshmallow import RAISE
 
 from ..core import keys, users
-from ..core.errors import KeyNotFound, ReadOnlyKey, UserNotFound
+from ..core.errors import ReadOnlyKey
 from ..schemas import (
     IssuedKeySchema,
     KeyCreateSchema,
@@ -21,9 +21,9 @@ from ..schemas import (
     MeSchema,
     UserWithCountSchema,
 )
-from . import limits
+from . import blp, limits
 from .auth import ADMIN_ONLY_DETAIL, auth, current_caller
-from .blueprint import blp, operation, problem, shared_problems
+from .openapi import BODY, NOT_FOUND, QUERY, operation, problems
 from .problems import problem_body
 
 _AT = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
@@ -55,26 +55,19 @@ ISSUED_LINKS = {
         for operation in ("getKey", "rotateKey", "revokeKey")
     }
 }
-ADMIN_ONLY = "A User key (only Admin keys manage keys), or a read-only key asked to change something."
+ADMIN_ONLY = {
+    "description": "A User key (only Admin keys manage keys), or a read-only key asked to change something.",
+    "example": problem_body(403, ADMIN_ONLY_DETAIL),
+}
 ROTATED = "The key is revoked, expired, or rotated already (it works until its grace ends): nothing was issued."
 
 
-def body_problems(view):
-    """The answers of a route that reads a JSON body: 400, 413, 415 and 422, as problems."""
-    for document in (
-        problem(400, "The body is not valid JSON or not UTF-8."),
-        problem(413, "The body is larger than the limit (64 KiB by default)."),
-        problem(415, "The body is not sent as application/json."),
-        problem(
-            422,
-            "Invalid or unknown fields, or a body that is not an object; errors names each field.",
-            example=problem_body(422, "Invalid fields: grace_seconds.", errors={"grace_seconds": [
-                "Must be greater than or equal to 0 and less than or equal to 86400."
-            ]}),
-        ),
-    ):
-        view = document(view)
-    return view
+GRACE_REFUSED = {
+    "description": "Invalid or unknown fields, or a body that is not an object; errors names each field.",
+    "example": problem_body(422, "Invalid fields: grace_seconds.", errors={"grace_seconds": [
+        "Must be greater than or equal to 0 and less than or equal to 86400."
+    ]}),
+}
 
 
 READ_ONLY = problem_body(403, ReadOnlyKey.DETAIL)
@@ -85,7 +78,6 @@ READ_ONLY = problem_body(403, ReadOnlyKey.DETAIL)
 @limits.reads
 @operation("getMe")
 @blp.response(200, MeSchema, example=ME_EXAMPLE)
-@shared_problems
 def get_me():
     """The calling key and its user."""
     return keys.me(current_caller())
@@ -97,11 +89,11 @@ def get_me():
 @operation("rotateMyKey")
 @blp.arguments(KeyRotateSchema, example={"grace_seconds": 300})
 @blp.response(201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.")
-@problem(403, "The calling key is read-only.", example=READ_ONLY)
-@problem(409, ROTATED, example=problem_body(409, "This key was rotated already and stops at "
-                                                 "2026-11-21T09:35:00.123456+00:00; rotate the key that replaced it instead."))
-@body_problems
-@shared_problems
+@problems(
+    BODY, 403, 409, _403={"description": "The calling key is read-only.", "example": READ_ONLY}, _422=GRACE_REFUSED,
+    _409={"description": ROTATED, "example": problem_body(409, "This key was rotated already and stops at "
+          "2026-11-21T09:35:00.123456+00:00; rotate the key that replaced it instead.")},
+)
 def rotate_my_key(args):
     """Replace the calling key: a new key for the same user, scope, label and expiry; the calling key
     stops working after grace_seconds."""
@@ -115,7 +107,6 @@ def rotate_my_key(args):
 @limits.creates
 @operation("revokeMyKey")
 @blp.response(204, description="The calling key is revoked: it is refused from now on.")
-@shared_problems
 def revoke_my_key():
     """Revoke the calling key (a read-only key may too)."""
     caller = current_caller()
@@ -131,9 +122,7 @@ def revoke_my_key():
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The key, shown this once.",
     headers={"Location": {"schema": {"type": "string"}, "description": "/keys/<id>"}},
 )
-@problem(403, ADMIN_ONLY, example=problem_body(403, ADMIN_ONLY_DETAIL))
-@body_problems
-@shared_problems
+@problems(BODY, 403, _403=ADMIN_ONLY, _422=GRACE_REFUSED)
 def create_key(fields):
     """Issue a key for a wallet (Admin keys only); a wallet never seen before becomes a user."""
     options = {name: fields.get(name) for name in ("scope", "label", "expires_in")}
@@ -147,13 +136,8 @@ def create_key(fields):
 @operation("listKeys")
 @blp.arguments(KeyListArgsSchema, location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, KeyPageSchema, example=PAGE_EXAMPLE)
-@problem(
-    400,
-    "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names each parameter.",
-    example=problem_body(400, "Invalid query parameters: active.", errors={"active": ["Not a valid boolean."]}),
-)
-@problem(403, ADMIN_ONLY_DETAIL)
-@shared_problems
+@problems(400, 403, _400={**QUERY, "example": problem_body(400, "Invalid query parameters: active.", errors={
+    "active": ["Not a valid boolean."]})})
 def list_keys(args):
     """List keys without their secrets, newest first (Admin keys only): by wallet, live or not, paginated."""
     return keys.list_keys(args)
@@ -164,9 +148,7 @@ def list_keys(args):
 @limits.reads
 @operation("getKey")
 @blp.response(200, KeySchema, example=KEY_EXAMPLE)
-@problem(403, ADMIN_ONLY_DETAIL)
-@problem(404, KeyNotFound.DETAIL)
-@shared_problems
+@problems(403, 404, _404=NOT_FOUND["key"])
 def get_key(key_id):
     """A key, without its secret (Admin keys only)."""
     return keys.get_key(key_id)
@@ -181,11 +163,9 @@ def get_key(key_id):
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.",
     headers={"Location": {"schema": {"type": "string"}, "description": "/keys/<id> of the new key"}},
 )
-@problem(403, ADMIN_ONLY, example=problem_body(403, ADMIN_ONLY_DETAIL))
-@problem(404, KeyNotFound.DETAIL)
-@problem(409, ROTATED, example=problem_body(409, "This key is revoked; issue a new one (POST /keys, or `flask keys create`)."))
-@body_problems
-@shared_problems
+@problems(BODY, 403, 404, 409, _403=ADMIN_ONLY, _404=NOT_FOUND["key"], _422=GRACE_REFUSED, _409={
+    "description": ROTATED,
+    "example": problem_body(409, "This key is revoked; issue a new one (POST /keys, or `flask keys create`).")})
 def rotate_key(args, key_id):
     """Replace a key (Admin keys only): a new key for the same user, scope, label and expiry; the old
     one stops working after grace_seconds."""
@@ -198,9 +178,7 @@ def rotate_key(args, key_id):
 @limits.creates
 @operation("revokeKey")
 @blp.response(204, description="The key is revoked (or was already): it is refused from now on.")
-@problem(403, ADMIN_ONLY, example=problem_body(403, ADMIN_ONLY_DETAIL))
-@problem(404, KeyNotFound.DETAIL)
-@shared_problems
+@problems(403, 404, _403=ADMIN_ONLY, _404=NOT_FOUND["key"])
 def revoke_key(key_id):
     """Revoke a key now, even within a rotation's grace (Admin keys only)."""
     if not keys.revoke_key(key_id=key_id, by=current_caller().wallet):
@@ -212,8 +190,7 @@ def revoke_key(key_id):
 @limits.reads
 @operation("getUser")
 @blp.response(200, UserWithCountSchema, example=USER_EXAMPLE)
-@problem(404, UserNotFound.DETAIL)
-@shared_problems
+@problems(404, _404=NOT_FOUND["user"])
 def get_user(wallet):
     """A user, by wallet, with the number of identities it created (but removed ones)."""
     return users.user_with_count(wallet)

@@ -10,13 +10,12 @@ headers on every limited response, a 429 as problem details, and counting on in 
 shared storage does not answer.
 
 In memory means, under gunicorn.conf.py, in a file that every worker of the server maps
-(identity/shared_counts.py, named by COUNTS_FILE_VARIABLE), so that the workers share one count;
-elsewhere (`flask run`, the test client, an app that embeds the service), in the process.
+(identity.web.shared_counts; identity.server hands it over with share_counts), so that the workers
+share one count; elsewhere (`flask run`, the test client, an app that embeds the service), in the process.
 """
 
 import logging
 import math
-import os
 import threading
 import time
 from functools import wraps
@@ -34,8 +33,6 @@ from .shared_counts import SharedWindowCounts
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "identity"
-# Internal: set by gunicorn.conf.py in the master, for its workers; names the file of shared counts.
-COUNTS_FILE_VARIABLE = "IDENTITY_RATELIMIT_COUNTS_FILE"
 # While the shared storage fails, counts are kept in memory; it is tried again after this many
 # seconds, doubled after each further failure up to the last figure.
 RETRY_SHARED_SECONDS = (1, 60)
@@ -130,7 +127,7 @@ class RateLimits:
             "read": sorted(parse_many(config["IDENTITY_RATELIMIT_READ"])),
             "create": sorted(parse_many(config["IDENTITY_RATELIMIT_CREATE"])),
         }
-        self.local = FixedWindowRateLimiter(local_counts())
+        self.local = FixedWindowRateLimiter(WindowCounts())
         uri = config["IDENTITY_RATELIMIT_STORAGE"]
         self.shared = (
             None if uri.startswith("memory://")
@@ -173,11 +170,10 @@ class RateLimits:
                     type(error.storage_error).__name__, delay)
 
 
-def local_counts():
-    """The counts in memory: shared by the workers of this server when gunicorn.conf.py made their
-    file, else this process's own."""
-    path = os.environ.get(COUNTS_FILE_VARIABLE)
-    return SharedWindowCounts(path) if path else WindowCounts()
+def share_counts(app, path):
+    """Count in memory in the file at `path`, which every worker of the server maps (identity.server makes
+    it before they fork), rather than in this process alone."""
+    rate_limits(app).local = FixedWindowRateLimiter(SharedWindowCounts(path))
 
 
 def rate_limits(app):

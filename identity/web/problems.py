@@ -15,7 +15,7 @@ from ..schemas import ProblemSchema
 from ..schemas.fields import IDENTITY_ID_PATTERN
 from ..storage.faults import cause
 from ..storage.readiness import NotReady
-from . import request_id
+from .requests import current_request_id
 
 PROBLEM_MIMETYPE = "application/problem+json"
 WELL_FORMED_IDENTITY_ID = re.compile(IDENTITY_ID_PATTERN)
@@ -87,7 +87,7 @@ class ProblemApi(flask_smorest.Api):
         extra = {}
         detail = error.description
         if status >= 500:
-            extra["request_id"] = request_id.current_request_id()
+            extra["request_id"] = current_request_id()
             detail = "The service failed to handle this request. Quote the request_id when reporting it."
         elif status == 422:
             # The exception the Python API (identity.seed) raises, so that both say the same.

@@ -1,0 +1,118 @@
+"""The command line, `flask --app app ...`: `keys` (issue, list, rotate, revoke), `identities` (curate, export,
+import, snapshot), `backup`, `db copy`, `check-database`, and `webhooks deliver` (a deliverer on its own).
+One module per group; what they share is here."""
+
+import functools
+import sys
+from contextlib import contextmanager
+
+import click
+from flask.cli import with_appcontext
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from tqdm import tqdm
+
+from ..core.wallets import checksum_wallet
+from ..data import exports
+from ..storage import readiness
+from ..storage.database import db
+from ..storage.faults import cause
+
+# Who the history names for a change made on the command line without --by.
+CLI_WALLET = "cli"
+
+
+def init_app(app):
+    """Give `app` the service's commands (`flask db copy` goes beside Flask-Migrate's own `db` commands)."""
+    from flask_migrate.cli import db as migrate_commands
+
+    from . import background, data, keys
+
+    app.cli.add_command(check_database)
+    app.cli.add_command(keys.keys)
+    app.cli.add_command(data.backup)
+    app.cli.add_command(data.identities)
+    app.cli.add_command(background.webhooks)
+    migrate_commands.add_command(data.copy_database)
+
+
+def require_database(connection_only=False):
+    """Stop the command with one line, and exit status 1, unless the database answers and (unless
+    `connection_only`) is at the latest migration."""
+    try:
+        if connection_only:
+            with db.engine.connect():
+                pass
+        else:
+            readiness.schema_state()
+    except DBAPIError as error:
+        raise click.ClickException(
+            f"The database does not answer: {cause(error)}. Check DATABASE_URL and that the database is up, "
+            "then run the command again."
+        ) from None
+    except readiness.SchemaNotCurrent as not_current:
+        raise click.ClickException(not_current.detail) from None
+
+
+def needs_database(command):
+    """The command runs only on a database that answers and is at the latest migration (else one line, exit 1)."""
+
+    @functools.wraps(command)
+    def checked(*args, **kwargs):
+        require_database()
+        return command(*args, **kwargs)
+
+    return checked
+
+
+@click.command("check-database")
+@click.option("--connection-only", is_flag=True, help="Only whether the database answers (before `db upgrade`).")
+@with_appcontext
+def check_database(connection_only):
+    """Say in one line whether the database answers and is at the latest migration; exit 1 if not."""
+    require_database(connection_only)
+    click.echo("The database answers." if connection_only else "The database answers and is at the latest migration.")
+
+
+@contextmanager
+def faults(action, counts=None):
+    """A database or file fault during `action` as one line saying what to do, not a traceback."""
+    done = f" Committed so far: {counts.summary()}." if counts is not None else ""
+    try:
+        yield
+    except SQLAlchemyError as error:
+        raise click.ClickException(
+            f"{action} failed: the database refused or did not answer ({str(error).splitlines()[0]}).{done} "
+            "Check DATABASE_URL and that the database is up and has free space, then run it again."
+        ) from None
+    except OSError as error:
+        raise click.ClickException(
+            f"{action} failed: {error.strerror or error} ({error.filename or 'output'}).{done} "
+            "Check the path, its permissions and the free space, then run it again."
+        ) from None
+
+
+def progress(total=None, unit="identities"):
+    """A progress bar on stderr (rows done, rate) when it is a terminal; nothing in a pipe or a file."""
+    return tqdm(total=total, unit=f" {unit}", unit_scale=False, disable=None, file=sys.stderr, dynamic_ncols=True)
+
+
+def interrupted(outcome):
+    click.echo(f"Interrupted: {outcome}.", err=True)
+    sys.exit(130)
+
+
+def writing(path):
+    if path.exists() and path.is_dir():
+        raise click.BadParameter(f"{path} is a folder; give a file name.", param_hint="PATH")
+    if not path.resolve().parent.is_dir():
+        raise click.BadParameter(f"No folder {path.resolve().parent} to write in.", param_hint="PATH")
+    return exports.replacing(path)
+
+
+def wallet_option(wallet):
+    if wallet is None:
+        return None
+    try:
+        return checksum_wallet(wallet)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--by") from None

@@ -1,0 +1,332 @@
+"""The OpenAPI document: how a view declares its operation and its problems, the document's examples and
+extras, and the interactive page at /docs.
+
+flask-smorest writes /openapi.json from the blueprint's decorators and schemas (`blp.arguments`,
+`blp.response`, `blp.doc`), and renders /docs with Swagger UI, whose scripts come from the installed
+flask-swagger-ui package: the page needs no network but the service.
+"""
+
+import json
+from datetime import datetime
+from importlib.resources import files
+from types import SimpleNamespace
+
+from apispec import BasePlugin
+from apispec.ext.marshmallow import MarshmallowPlugin
+from flask import Blueprint
+
+from ..core import content
+from ..core.errors import IdentityNotFound, IdentityRemoved, KeyNotFound, UserNotFound, WebhookNotFound
+from ..schemas import IdentityPatchSchema, IdentitySchema, WebhookPatchSchema
+from ..schemas.fields import CONTENT_ID_PATTERN, IDENTITY_ID_PATTERN, documented_validators, safe_integers
+from . import blp
+from .auth import ADMIN_ONLY_DETAIL, CHALLENGE, HEADER, UNAUTHORIZED_DETAIL
+from .problems import PROBLEM_MIMETYPE, problem_body
+
+API_KEY = [{"ApiKeyAuth": []}]
+_STRING = {"schema": {"type": "string"}}
+
+# --- examples, made by the same code and schemas as real answers so that they cannot drift --------------
+
+CREATE_EXAMPLE = {
+    "display_name": "Vitalik Buterin",
+    "description": "Co-founder of Ethereum.",
+    "image": "https://example.com/avatar.png",
+    "external_reference": "https://vitalik.eth.limo",
+}
+_ADDRESS = content.address(CREATE_EXAMPLE)
+_AT = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
+IDENTITY_EXAMPLE = IdentitySchema().dump(
+    SimpleNamespace(
+        id="3f6c2a9e-8b1d-4c7a-9e52-0a4b6d8c1f27", identity_id=_ADDRESS.identity_id,
+        identity_hash=_ADDRESS.identity_hash, vault_id=0, corpora_id=None, semantic=None,
+        created_at=_AT, updated_at=_AT, num_positions=0, assets_sum=0, conviction_sum=0, conviction_price=0,
+        status="complete", is_user=False, user_conviction=0, user_conviction_value=0, **_ADDRESS.content,
+        creator=SimpleNamespace(
+            id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=_AT, updated_at=_AT, last_login=_AT,
+            wallet="0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045", role="User",
+        ),
+    )
+)
+CONTENT_EXAMPLE = _ADDRESS.content
+ETAG_EXAMPLE = f'"{_ADDRESS.content_id}"'
+PATCH_EXAMPLE = {"status": "complete", "vault_id": "4242", "num_positions": 3, "assets_sum": "1000000000000000000"}
+CHANGE_EXAMPLE = {
+    "seq": 42,
+    "identity_id": _ADDRESS.identity_id,
+    "at": "2026-11-21T09:45:00.654321Z",
+    "wallet": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    "kind": "changed",
+    "fields": {"status": {"before": "complete", "after": "removed"}},
+}
+_EVENT_DATA = {key: CHANGE_EXAMPLE[key] for key in ("seq", "identity_id", "at", "wallet", "kind", "fields")}
+# The stream of feed=eventsource, as the 200 response's second media type. Its schema is that of one
+# event, as SSE clients (and Schemathesis) parse the stream into events: OpenAPI 3.2 calls it itemSchema.
+EVENT_STREAM_DOC = {
+    "content": {
+        "text/event-stream": {
+            "schema": {
+                "type": "object",
+                "description": "feed=eventsource: Server-Sent Events, one per entry, in sequence order; on the wire "
+                "`id: 42`, `event: change`, `data: {...}` lines and a blank line. A comment line (`: heartbeat`) "
+                "comes every `heartbeat` milliseconds. The stream ends after `timeout`, when given, when the key "
+                "stops being valid, and when the server shuts down: reconnect with Last-Event-ID.",
+                "required": ["id", "event", "data"],
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[1-9][0-9]{0,15}$",
+                           "description": "The entry's seq: what Last-Event-ID sends back."},
+                    "event": {"type": "string", "enum": ["change"]},
+                    "data": {"type": "string", "contentMediaType": "application/json",
+                             "contentSchema": {"$ref": "#/components/schemas/Change"},
+                             "description": "The entry, a Change object as the JSON feed has it, on one line."},
+                },
+            },
+            "example": {"id": "42", "event": "change", "data": json.dumps(_EVENT_DATA, separators=(",", ":"))},
+        }
+    }
+}
+WEBHOOK_EXAMPLE = {
+    "id": "7d1e5c3a-2b4f-4a6e-9c8d-1f0a2b3c4d5e",
+    "url": "https://hooks.example.com/identity",
+    "description": "Search index",
+    "active": True,
+    "position": 42,
+    "attempts": 0,
+    "failing_since": None,
+    "next_attempt_at": None,
+    "created_at": "2026-11-21T09:30:00.123456Z",
+    "updated_at": "2026-11-21T09:30:00.123456Z",
+}
+WEBHOOK_CREATED_EXAMPLE = {**WEBHOOK_EXAMPLE, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/Q3IuWtkbbI="}
+DELIVERY_EXAMPLES = [
+    {"seq": 43, "attempt": 2, "at": "2026-11-21T09:46:02.000000Z", "duration_ms": 31, "status": 200, "error": None},
+    {"seq": 43, "attempt": 1, "at": "2026-11-21T09:46:00.000000Z", "duration_ms": 12, "status": 503,
+     "error": "answered 503"},
+]
+
+# --- parameters and headers that several operations document ---------------------------------------
+
+IDENTITY_ID = {
+    "in": "path",
+    "name": "identity_id",
+    "required": True,
+    "description": "The identity_id: did:<namespace>:ipfs:<content_id>.",
+    "schema": {"type": "string", "pattern": IDENTITY_ID_PATTERN},
+    "example": IDENTITY_EXAMPLE["identity_id"],
+}
+ETAG = {
+    "description": "The content_id, quoted.",
+    "schema": {"type": "string", "pattern": f'^"{CONTENT_ID_PATTERN}"$'},
+    "example": ETAG_EXAMPLE,
+}
+IF_NONE_MATCH = {
+    "in": "header",
+    "name": "If-None-Match",
+    "required": False,
+    "description": "An ETag of an earlier answer: when it is still the current one, the answer is 304 with no body.",
+    "schema": {"type": "string"},
+    "example": ETAG_EXAMPLE,
+}
+IF_MATCH = {
+    "in": "header",
+    "name": "If-Match",
+    "required": False,
+    "description": "The ETag of the identity as last fetched: the change is made only if it is still current, "
+    "else 412 and nothing changes.",
+    "schema": {"type": "string"},
+    "example": ETAG_EXAMPLE,
+}
+LOCATION = {"schema": {"type": "string", "pattern": "^/identity/" + IDENTITY_ID_PATTERN[1:]}}
+ETAG_HEADERS = {
+    "ETag": {"description": "Strong tag of this exact body; send it back in If-None-Match.", **_STRING},
+    "Cache-Control": {"description": "private", **_STRING},
+}
+RATELIMIT_HEADERS = {
+    "Retry-After": {"description": "Seconds until the budget is renewed.", **_STRING},
+    "X-RateLimit-Limit": {"description": "Requests allowed in the window.", **_STRING},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window.", **_STRING},
+    "X-RateLimit-Reset": {"description": "When the window ends, in Unix seconds.", **_STRING},
+}
+UNAVAILABLE = {
+    "description": "The database does not answer (try again shortly), or its schema is not at the latest "
+    "migration (the detail gives the command that fixes it).",
+    "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
+}
+
+# --- the problems an operation documents ------------------------------------------------------------
+
+# What each problem status means wherever it is documented, unless a view says more (problems(...) below).
+PROBLEMS = {
+    400: "The body is not valid JSON or not UTF-8.",
+    401: {
+        "description": "Missing, unknown or revoked API key; the response does not say which.",
+        "headers": {"WWW-Authenticate": {"schema": {"type": "string", "enum": [CHALLENGE]}}},
+        "example": problem_body(401, UNAUTHORIZED_DETAIL),
+    },
+    403: {"description": "A User key (only Admin keys may do this).", "example": problem_body(403, ADMIN_ONLY_DETAIL)},
+    404: "Nothing has this id.",
+    409: "The request conflicts with what is stored.",
+    410: {
+        "description": "The identity is in status removed; identity_id names it.",
+        "example": problem_body(410, IdentityRemoved.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
+    },
+    412: "If-Match does not name the current ETag; nothing was changed.",
+    413: "The body is larger than the limit (64 KiB by default).",
+    415: "The body is not sent as application/json.",
+    422: "Invalid or unknown fields, or a body that is not an object; errors names each field.",
+    429: {"description": "This key's budget for the route is spent; retry after Retry-After seconds.",
+          "headers": RATELIMIT_HEADERS},
+    503: UNAVAILABLE,
+}
+NOT_FOUND = {
+    "identity": IdentityNotFound.DETAIL,
+    "key": KeyNotFound.DETAIL,
+    "user": UserNotFound.DETAIL,
+    "webhook": WebhookNotFound.DETAIL,
+}
+# Every route with a key may answer these: declared here once, added by operation().
+SHARED = (401, 429, 503)
+# What every route that reads a JSON body may answer.
+BODY = (400, 413, 415, 422)
+QUERY = {
+    "description": "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names "
+    "each parameter.",
+    "example": problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 100."]}),
+}
+
+
+def problem_response(status, described=None):
+    """The Response Object of a problem: `described` (a description, or a mapping with description, example,
+    headers), else what PROBLEMS says of the status."""
+    described = PROBLEMS[status] if described is None else described
+    if isinstance(described, str):
+        described = {"description": described}
+    example = described.get("example") or problem_body(status, described["description"])
+    response = {
+        "description": described["description"],
+        "content": {PROBLEM_MIMETYPE: {"schema": {"$ref": "#/components/schemas/Problem"}, "example": example}},
+    }
+    if "headers" in described:
+        response["headers"] = described["headers"]
+    return response
+
+
+# Where problems() keeps a view's documented problems until operation() hands them to flask-smorest.
+RESPONSES = "identity_responses"
+
+
+def problems(*statuses, **described):
+    """Document the problems a view answers besides the shared ones: each status in `statuses` (a tuple such
+    as BODY counts as its statuses), described as PROBLEMS says or as `described` says (`_403="..."`). Put
+    it below operation(), which hands them to the document.
+
+    They ride on the view as an attribute of ours (functools.wraps carries it up through flask-smorest's
+    wrappers) rather than through a blp.doc of their own, each of which would wrap the view once more.
+    """
+
+    def document(view):
+        flat = [status for item in statuses for status in (item if isinstance(item, tuple) else (item,))]
+        found = vars(view).setdefault(RESPONSES, {})
+        found.update({status: problem_response(status, described.get(f"_{status}")) for status in flat})
+        return view
+
+    return document
+
+
+def operation(operation_id, *, security=None, parameters=None, responses=None, **doc):
+    """The OpenAPI facts of a view, in flask-smorest's blp.doc: its stable operationId (the method name in
+    generated clients), its security when it needs no API key (`security=[]`), header parameters such as
+    If-None-Match, other responses (an OpenAPI Responses Object), and the problems documented below it."""
+    doc["operationId"] = operation_id
+    if security is not None:
+        doc["security"] = security
+    if parameters:
+        doc["parameters"] = parameters
+
+    def document(view):
+        found = {**vars(view).get(RESPONSES, {}), **(responses or {})}
+        return blp.doc(**doc, **({"responses": found} if found else {}))(view)
+
+    return document
+
+
+class SharedProblems(BasePlugin):
+    """Declares once, for every operation of the document, what every route with an API key answers: the
+    key's security scheme, and 401, 429 and 503 as problems (apispec's operation_helper, called for each
+    path as flask-smorest adds it). An operation that says `security: []` needs no key and gets neither;
+    a status an operation documents itself is left as it says."""
+
+    def operation_helper(self, path=None, operations=None, **kwargs):
+        for operation_doc in (operations or {}).values():
+            security = operation_doc.setdefault("security", API_KEY)
+            if security:
+                responses = operation_doc.setdefault("responses", {})
+                for status in SHARED:
+                    if status not in responses and str(status) not in responses:
+                        responses[status] = problem_response(status)
+
+
+class DocumentedFields(MarshmallowPlugin):
+    """apispec's marshmallow plugin, with this service's attribute functions added as it starts, before
+    flask-smorest converts its own schemas: the validators' patterns, and the 2^53 - 1 cap on integers."""
+
+    def init_spec(self, spec):
+        super().init_spec(spec)
+        self.converter.add_attribute_function(documented_validators)
+        self.converter.add_attribute_function(safe_integers)
+
+
+def spec_kwargs():
+    """The `spec_kwargs` of the app's flask_smorest.Api."""
+    return {"marshmallow_plugin": DocumentedFields(), "extra_plugins": [SharedProblems()]}
+
+
+def init_app(app, api):
+    """Complete `api`'s document before the blueprint's operations join it, and serve the Swagger UI assets
+    that /docs loads."""
+    api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": HEADER})
+    # A patch must change something: the document says so, as the schema's validator does.
+    api.spec.components.schema("IdentityPatch", {"minProperties": 1}, schema=IdentityPatchSchema)
+    api.spec.components.schema("WebhookPatch", {"minProperties": 1}, schema=WebhookPatchSchema)
+    assets = Blueprint(
+        "swagger_ui_assets",
+        __name__,
+        static_folder=str(files("flask_swagger_ui") / "dist"),
+        static_url_path=app.config["OPENAPI_SWAGGER_UI_URL"].rstrip("/"),
+    )
+    app.register_blueprint(assets)
+
+
+def document_aliases(app, api, aliases):
+    """Document the aliases whose path the document names for another method.
+
+    `aliases` ({(rule, method): the rule it serves the same as}) are the contract's plural paths, served
+    but not documented as operations of their own, so that a generated client has one method per
+    operation. Where an alias's path is documented for another method, a client that reads the document
+    would find the method missing: there it is documented, as a deprecated alias (`x-alias-of`) of the
+    operation it serves, with that operationId and "Alias".
+    """
+    paths = api.spec.to_dict()["paths"]
+    for (rule, method), of in aliases.items():
+        path = _openapi_path(rule)
+        if path in paths and method.lower() not in paths[path]:
+            documented = dict(paths[_openapi_path(of)][method.lower()])
+            documented.update(
+                operationId=documented["operationId"] + "Alias", deprecated=True,
+                **{"x-alias-of": documented["operationId"]},
+                summary=f"Alias of {method} {_openapi_path(of)}",
+                description=f"Served exactly as {method} {_openapi_path(of)} ({documented['operationId']}), "
+                "for clients of the hosted service, which named it so; new code calls that operation.",
+            )
+            rule_object = next(found for found in app.url_map.iter_rules() if found.rule == rule)
+            api.spec.path(rule=rule_object, operations={method.lower(): documented})
+
+
+def _openapi_path(rule):
+    """A Flask rule as an OpenAPI path: /identity/<identity_id> -> /identity/{identity_id}."""
+    parts = []
+    for part in rule.split("/"):
+        if part.startswith("<") and part.endswith(">"):
+            part = "{" + part[1:-1].split(":")[-1] + "}"
+        parts.append(part)
+    return "/".join(parts)

@@ -341,3 +341,52 @@ def test_a_commit_through_another_app_on_the_same_database_wakes_a_long_poll(app
         live.stop(other)
         with other.app_context():
             db.engine.dispose()
+
+
+@pytest.mark.sqlite_only
+def test_a_replay_right_after_a_take_down_elsewhere_shows_the_removed_identitys_entries_redacted(
+    app, client, user_key, database_url, monkeypatch
+):
+    """The hub of this process keeps each buffered entry with its identity's status as of its last fetch. A
+    take-down committed by another process that the hub has not fetched yet must still redact a replay that
+    comes after it (here the hub looks at the file once a minute, so it has certainly not)."""
+    monkeypatch.setattr(live, "WATCH_SECONDS", 60)
+    assert client.get("/changes?feed=longpoll&timeout=0", headers=headers_of(user_key)).status_code == 200
+    hub = app.extensions[live.EXTENSION]  # started before the entries: it keeps them as they come
+    identity_id = create_many(app, 1)[0]
+    seed.set_status(app, identity_id, "pending")  # a second, `changed`, entry; both wake this process's hub
+    assert hub.wait(max(seqs(client, user_key)) - 1, PUSHED_WITHIN)
+    assert hub.read(0, 10) is not None  # it holds both entries, whole
+    elsewhere = make_app(database_url)
+    seed.set_status(elsewhere, identity_id, "removed")
+
+    streamed = client.get("/changes?feed=eventsource&timeout=100", headers=headers_of(user_key))
+
+    events = [json.loads(event["data"]) for event in parse_events(streamed.get_data(as_text=True))[0]]
+    assert [set(entry) for entry in events] == [{"seq", "identity_id", "at", "kind"}] * 3
+    assert events == client.get("/changes", headers=headers_of(user_key)).json["data"]
+
+
+@pytest.mark.parametrize("app_config", [{"IDENTITY_KEY_CACHE_SECONDS": 1}])
+def test_a_read_only_keys_long_poll_ends_when_the_key_is_revoked_and_the_key_check_lives_on(app, client, caplog):
+    """The hub checks again, outside any request, the keys of the clients it holds; a read-only key's check
+    must not need a request (it once died with "Working outside of request context")."""
+    with app.app_context():
+        key, api_key = keys.issue_key("0x" + "2" * 40, scope="read")
+    answered = []
+    poller = threading.Thread(target=lambda: answered.append(
+        client.get("/changes?feed=longpoll&timeout=30000&after=1000000", headers=headers_of(key))))
+    started = time.monotonic()
+    poller.start()
+    wait_for_holder(app, api_key.id)
+    time.sleep(live.KEY_CHECK_SECONDS * 1.5)  # the key is checked once at least while it is still good
+    with app.app_context():
+        assert keys.revoke_key(key_id=api_key.id) == 1
+
+    poller.join(PUSHED_WITHIN * 2)
+
+    assert answered and answered[0].status_code == 200
+    assert time.monotonic() - started < PUSHED_WITHIN * 2  # not the long poll's 30 s
+    hub = app.extensions[live.EXTENSION]
+    assert all(thread.is_alive() for thread in hub.threads)
+    assert not [record for record in caplog.records if "request context" in record.getMessage()]

@@ -247,3 +247,78 @@ def test_a_node_whose_listening_connection_is_cut_listens_again_and_its_streams_
                                 headers=headers, timeout=30).json()["identity_id"] for n in range(3)]
         for identity_id in created:
             first_event(lines, identity_id)  # in order, none missed, within the read timeout
+
+
+def test_the_cap_on_a_keys_open_streams_counts_them_across_the_servers_workers(database_url, admin_key):
+    """IDENTITY_MAX_STREAMS_PER_KEY is per key, whatever worker each stream lands on: with 2 workers and a cap
+    of 2, twenty-four streams of one key on as many connections, opened eight at once three times (so that
+    both workers take some), get two 200s and twenty-two 429s; a closed one frees its place within 5 seconds."""
+    server = LiveServer(database_url, workers=2, env={"IDENTITY_MAX_STREAMS_PER_KEY": "2"}).start()
+    opened = []
+    try:
+        for _ in range(3):
+            start = threading.Barrier(8)
+
+            def open_one(start=start):
+                start.wait()
+                opened.append(requests.get(f"{server.url}/changes?feed=eventsource&heartbeat=60000",
+                                           headers={"x-api-key": admin_key}, stream=True, timeout=30))
+
+            openers = [threading.Thread(target=open_one) for _ in range(8)]
+            for opener in openers:
+                opener.start()
+            for opener in openers:
+                opener.join(30)
+        statuses = sorted(response.status_code for response in opened)
+        assert statuses == [200, 200] + [429] * 22
+        next(response for response in opened if response.status_code == 200).close()
+        deadline = time.monotonic() + 6
+        while True:
+            again = requests.get(f"{server.url}/changes?feed=longpoll&timeout=0", headers={"x-api-key": admin_key},
+                                 timeout=30)
+            if again.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert again.status_code == 200
+    finally:
+        for response in opened:
+            response.close()
+        server.stop()
+
+
+@pytest.mark.postgresql_only
+def test_an_import_on_postgresql_answers_a_waiting_long_poll(database_url, admin_key, tmp_path, postgres_server):
+    """An import's entries reach every waiting client as a create's do: its transaction sends the NOTIFY."""
+    source = postgres_server.create_database()
+    try:
+        source_app = make_app(source)
+        from flask_migrate import upgrade
+
+        with source_app.app_context():
+            upgrade()
+        from identity import seed
+
+        for number in range(3):
+            seed.create_identity(source_app, f"imported {number}")
+        with source_app.app_context():
+            db.engine.dispose()
+        lines = tmp_path / "identities.jsonl"
+        lines.write_text(flask_cli(source, "identities", "export"))
+    finally:
+        postgres_server.drop_database(source)
+    server = LiveServer(database_url, workers=1).start()
+    try:
+        head = requests.get(f"{server.url}/changes?limit=1000", headers={"x-api-key": admin_key}, timeout=30).json()
+        answered = []
+        poller = threading.Thread(target=lambda: answered.append(requests.get(
+            f"{server.url}/changes?feed=longpoll&timeout=30000&after={head['next_after']}",
+            headers={"x-api-key": admin_key}, timeout=60)))
+        poller.start()
+        time.sleep(0.5)
+        imported = time.monotonic()
+        flask_cli(database_url, "identities", "import", str(lines))
+        poller.join(40)
+        assert time.monotonic() - imported < PUSHED_WITHIN + 10  # the CLI's start-up included; not the poll's 30 s
+        assert [entry["kind"] for entry in answered[0].json()["data"]] == ["created"] * 3
+    finally:
+        server.stop()

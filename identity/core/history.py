@@ -14,7 +14,7 @@ the last statement before COMMIT, so it is held for one INSERT and the commit.
 import orjson
 from sqlalchemy import ARRAY, BigInteger, String, bindparam, func, insert, literal, literal_column, select, text
 
-from ..storage.database import db
+from ..storage.database import db, note
 from ..storage.models import Change, Identity, utcnow
 from . import content
 
@@ -22,9 +22,9 @@ from . import content
 FEED_LOCK = 0x1D3_0015
 # PostgreSQL's channel that each append notifies at its commit (identity.feed.live listens on it).
 CHANNEL = "identity_changes"
-# The mark an append leaves in its session's `info`, so that the live feeds of this process can wake at
-# its commit (identity.feed.live listens for the session's commits; nothing here knows of it).
-APPENDED = "identity_changes_appended"
+# What an append notes in its transaction (storage.database.note): after the commit, the `committed`
+# signal carries it to whoever listens (the live feeds of this process).
+APPENDED = "changes appended"
 CREATED = "created"
 CHANGED = "changed"
 # What a non-Admin key sees of an entry of a removed identity.
@@ -58,7 +58,7 @@ def record_created_many(session, identity_ids, wallet, at):
     session.execute(
         insert(_CHANGES).from_select(["identity_id", "at", "wallet", "kind"], entries.order_by(order)), {"ids": identity_ids},
     )
-    session.info[APPENDED] = True
+    note(session, APPENDED)
 
 
 _CHANGES = Change.__table__
@@ -72,7 +72,7 @@ _NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
 def _append(session, identity_id, wallet, kind, changes, at):
     _prepare_append(session, session.get_bind().dialect.name)
     session.execute(_INSERT, _entry(identity_id, wallet, kind, changes, at))
-    session.info[APPENDED] = True
+    note(session, APPENDED)
 
 
 def _prepare_append(session, dialect):

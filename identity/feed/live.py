@@ -25,14 +25,11 @@ import time
 import weakref
 
 from flask import current_app, has_app_context
-from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
 
 from ..core import history
-from ..core.errors import TooManyStreams
 from ..core.keys import caller_of
-from ..storage.database import db
+from ..storage.database import committed, db
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +77,7 @@ class Hub:
         self.entries = []  # Entry, by seq
         self.seqs = []
         self.status = {}  # identity_id -> its current status, for the buffered entries' identities
-        self.holders = {}  # key id -> streams and long polls it holds open
+        self.holders = {}  # key id -> its streams and long polls that wait here
         self.keys = {}  # key id -> the API key itself, checked again every KEY_CHECK_SECONDS
         self.revoked = set()  # ids of keys that stopped being valid while their clients waited
         self.stopping = threading.Event()
@@ -117,13 +114,11 @@ class Hub:
         thread.start()
         self.threads.append(thread)
 
-    def hold(self, key, key_id, cap):
-        """Count a stream or long poll of API key `key` (id `key_id`), TooManyStreams past `cap`; returns its release."""
+    def follow(self, key, key_id):
+        """Note a stream or long poll of API key `key` (id `key_id`), whose key is checked again every
+        KEY_CHECK_SECONDS while it waits; returns its release."""
         with self.condition:
-            held = self.holders.get(key_id, 0)
-            if held >= cap:
-                raise TooManyStreams(cap)
-            self.holders[key_id] = held + 1
+            self.holders[key_id] = self.holders.get(key_id, 0) + 1
             self.keys[key_id] = key
         released = []
 
@@ -321,12 +316,7 @@ def wake():
             hub.wake.set()
 
 
-@event.listens_for(Session, "after_commit")
-def _wake_after_commit(session):
-    if session.info.pop(history.APPENDED, False):
+@committed.connect
+def _wake_after_commit(session, notes):
+    if history.APPENDED in notes:
         wake()
-
-
-@event.listens_for(Session, "after_rollback")
-def _forget_rolled_back(session):
-    session.info.pop(history.APPENDED, None)

@@ -19,7 +19,9 @@ from . import live
 log = logging.getLogger(__name__)
 
 # Why a wait ended.
-ENTRY, TIME, CLOSED, REVOKED = "entry", "time", "closed", "revoked"
+ENTRY, TIME, CLOSED, REVOKED, GONE = "entry", "time", "closed", "revoked", "gone"
+# How often a waiting client is looked at, to let one that went away free its place soon.
+CLIENT_CHECK_SECONDS = 1.0
 
 _change_schema = ChangeSchema()
 
@@ -38,14 +40,20 @@ class Follower:
     """One client following the feed after `position`: it reads its entries and waits for more, until the
     hub closes or finds its key no longer valid."""
 
-    def __init__(self, hub, position, limit, full, caller):
+    def __init__(self, hub, position, limit, full, caller, client_gone=None):
         self.hub, self.position, self.limit, self.full = hub, position, limit, full
         self.key_id = caller.key_id
+        # Whether the client has gone (closed its connection), where the server can tell; else never.
+        self.client_gone = client_gone or (lambda: False)
+        # The log's end as the client arrived. The hub keeps each buffered entry with its identity's status
+        # as of its last fetch; until it has fetched this far, a change committed just before (a take-down)
+        # may not be in it yet, and its entries are read from the database, with the status of now.
+        self.fresh_from = history.head()
 
     def next_entries(self):
         """The (Entry, status) pairs after the position, at most `limit`; moves the position past them."""
-        pairs = self.hub.read(self.position, self.limit)
-        if pairs is None:  # further behind than the hub keeps
+        pairs = self.hub.read(self.position, self.limit) if self.hub.head >= self.fresh_from else None
+        if pairs is None:  # further behind than the hub keeps, or the hub not yet where the log was
             pairs = [(live.Entry(whole), status) for whole, status in history.entries_after(self.position, self.limit)]
         if pairs:
             self.position = pairs[-1][0].seq
@@ -58,10 +66,12 @@ class Follower:
                 return CLOSED
             if self.key_id in self.hub.revoked:  # the hub checks the keys of the clients it holds
                 return REVOKED
+            if self.client_gone():
+                return GONE
             remaining = until - time.monotonic()
             if remaining <= 0:
                 return TIME
-            if self.hub.wait(self.position, remaining, self.key_id):
+            if self.hub.wait(self.position, min(remaining, CLIENT_CHECK_SECONDS), self.key_id):
                 return ENTRY
 
     def longpoll(self, seconds):
@@ -87,7 +97,7 @@ class Follower:
                     yield "".join(event(entry, status, self.full) for entry, status in pairs)
                     continue
                 why = self.wait(min(until, next_beat))
-                if why in (CLOSED, REVOKED) or time.monotonic() >= until:
+                if why in (CLOSED, REVOKED, GONE) or time.monotonic() >= until:
                     return
                 if why == TIME:
                     yield ": heartbeat\n"

@@ -10,13 +10,14 @@ import threading
 import time
 from contextlib import contextmanager
 
+from blinker import Namespace
 from flask import current_app
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from gevent import monkey
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, Session
 
 from .faults import SQLITE_BUSY, sqlite_code
 
@@ -28,6 +29,30 @@ class Base(DeclarativeBase):
 # Objects stay readable after commit: a view serializes what it just wrote without a reload.
 db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
 migrate = Migrate()
+
+# Sent after a session's commit with what its transaction noted (note below), `notes` a set of words: so
+# that work which must follow a commit (waking the live feeds) hangs on the session's commit, and the
+# code that writes knows nothing of it.
+committed = Namespace().signal("identity.committed")
+_NOTES = "identity_notes"
+
+
+def note(session, what):
+    """Note `what` in `session`'s transaction, for the `committed` signal sent after its commit."""
+    session.info.setdefault(_NOTES, set()).add(what)
+
+
+@event.listens_for(Session, "after_commit")
+def _send_notes(session):
+    notes = session.info.pop(_NOTES, None)
+    if notes:
+        committed.send(session, notes=notes)
+
+
+@event.listens_for(Session, "after_rollback")
+def _drop_notes(session):
+    session.info.pop(_NOTES, None)
+
 
 # Execution options the "begin" event reads (see tune_sqlite): a transaction that will write (SQLite's
 # BEGIN IMMEDIATE), one that must not wait for the write lock, and a read that is one statement.

@@ -27,6 +27,7 @@ from limits.storage import Storage, storage_from_string
 from limits.strategies import FixedWindowRateLimiter
 from werkzeug.exceptions import TooManyRequests
 
+from ..core.errors import TooManyStreams
 from .auth import current_caller
 from .shared_counts import SharedWindowCounts
 
@@ -142,7 +143,7 @@ class RateLimits:
             try:
                 window = self._spend(self.shared, budget, key_id)
             except StorageError as error:
-                self._shared_failed(error)
+                self.shared_failed(error)
             else:
                 if self._shared_failures:
                     log.warning("rate limit storage answers again; counting there")
@@ -162,12 +163,120 @@ class RateLimits:
         stats = limiter.get_window_stats(limits[0], KEY_PREFIX, key_id, budget)
         return Window(True, limits[0].amount, stats.remaining, stats.reset_time)
 
-    def _shared_failed(self, error):
+    def counts(self):
+        """The storage that counts now: the shared one unless it has failed lately, else the local one."""
+        if self.shared is not None and time.monotonic() >= self._retry_shared_at:
+            return self.shared.storage
+        return self.local.storage
+
+    def shared_failed(self, error):
         delay = min(RETRY_SHARED_SECONDS[0] * 2**self._shared_failures, RETRY_SHARED_SECONDS[1])
         self._shared_failures += 1
         self._retry_shared_at = time.monotonic() + delay
         log.warning("rate limit storage unreachable (%s); counting in memory for %d s",
                     type(error.storage_error).__name__, delay)
+
+
+class OpenStreams:
+    """Each key's open streams and long polls of GET /changes, counted across the processes of a server (and
+    across nodes when the rate limits' storage is shared) in the rate limits' own storage, against
+    IDENTITY_MAX_STREAMS_PER_KEY.
+
+    A storage of counts knows no "open": each process adds what it holds to a window of WINDOW seconds, as
+    it opens them and, for those it still holds, once in every window (a thread, a greenlet under gevent,
+    looks every RECOUNT seconds while any is held). A key's count is the larger of the current window's and
+    the previous one's, so a process that has not yet added its streams to a new window is still counted.
+    A process that closes a stream takes it off the windows it added it to, at once; a process that dies
+    without closing them stops adding them, and its place frees itself within two windows (5 seconds).
+    """
+
+    WINDOW = 2.5
+    RECOUNT = 0.5
+
+    def __init__(self, rate_limits):
+        self.rate_limits = rate_limits
+        self.lock = threading.Lock()
+        self.held = {}  # key id -> streams this process holds open
+        self.counted = {}  # window -> {key id: streams this process added to it}
+        self.recounting = None
+
+    def hold(self, key_id, cap):
+        """Count one more stream of `key_id`; TooManyStreams when it would be over `cap`. Returns its release."""
+        with self.lock:
+            try:
+                window = self._recount()
+                storage = self.rate_limits.counts()
+                count = self._count(storage, key_id, window, 1)
+            except StorageError as error:  # the shared storage failed: counted in memory meanwhile, as budgets are
+                self.rate_limits.shared_failed(error)
+                self.counted.clear()
+                window = self._recount()
+                storage = self.rate_limits.counts()
+                count = self._count(storage, key_id, window, 1)
+            if count > cap:
+                self._add(storage, key_id, window, -1)
+                raise TooManyStreams(cap)
+            self.held[key_id] = self.held.get(key_id, 0) + 1
+            self.counted[window][key_id] = self.counted[window].get(key_id, 0) + 1
+            if self.recounting is None or not self.recounting.is_alive():
+                self.recounting = threading.Thread(target=self._recount_while_held, name="identity-streams", daemon=True)
+                self.recounting.start()
+        released = []
+
+        def release():
+            if released:
+                return
+            released.append(True)
+            with self.lock:
+                self.held[key_id] -= 1
+                if not self.held[key_id]:
+                    del self.held[key_id]
+                for window, keys in self.counted.items():
+                    if keys.get(key_id):
+                        keys[key_id] -= 1
+                        try:
+                            self._add(self.rate_limits.counts(), key_id, window, -1)
+                        except (StorageError, OSError, ValueError) as error:  # freed within two windows anyway
+                            log.warning("a closed stream was not taken off its count (%s); it frees itself within "
+                                        "%g s", type(error).__name__, 2 * self.WINDOW)
+
+        return release
+
+    def _count(self, storage, key_id, window, amount):
+        """Add `amount` to `key_id`'s count in `window`; returns the key's count (see the class)."""
+        now = self._add(storage, key_id, window, amount)
+        return max(now, storage.get(self._name(key_id, window - 1)))
+
+    def _add(self, storage, key_id, window, amount):
+        return storage.incr(self._name(key_id, window), int(3 * self.WINDOW) + 1, amount)
+
+    @staticmethod
+    def _name(key_id, window):
+        return f"{KEY_PREFIX}/streams/{key_id}/{window}"
+
+    def _recount(self):
+        """The current window, this process's streams added to it if they are not yet (with the lock held)."""
+        window = int(time.time() // self.WINDOW)
+        if window not in self.counted:
+            storage = self.rate_limits.counts()
+            for key_id, held in self.held.items():
+                self._add(storage, key_id, window, held)
+            self.counted = {seen: keys for seen, keys in self.counted.items() if seen == window - 1}
+            self.counted[window] = dict(self.held)
+        return window
+
+    def _recount_while_held(self):
+        while True:
+            time.sleep(self.RECOUNT)
+            with self.lock:
+                if not self.held:
+                    self.recounting = None
+                    return
+                try:
+                    self._recount()
+                except (StorageError, OSError, ValueError) as error:
+                    self.counted.pop(int(time.time() // self.WINDOW), None)  # added again at the next look
+                    log.warning("open streams not recounted (%s); trying again", type(error).__name__)
 
 
 def share_counts(app, path):
@@ -206,5 +315,10 @@ reads = _budget("IDENTITY_RATELIMIT_READ", "read", "reads")
 creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
 
 
+def open_streams(app):
+    return app.extensions["identity_open_streams"]
+
+
 def init_app(app):
-    app.extensions["identity_rate_limits"] = RateLimits(app.config)
+    app.extensions["identity_rate_limits"] = limits = RateLimits(app.config)
+    app.extensions["identity_open_streams"] = OpenStreams(limits)

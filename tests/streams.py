@@ -1,7 +1,7 @@
 """Many event streams of GET /changes held open at once on plain sockets, from one thread.
 
 A thread or a session per stream would cost the client more than the server; a selector reads them
-all. Used by tests/test_live_feed_servers.py (a few hundred) and bench/streams.py (a thousand).
+all. Used by tests/feed/test_live_feed_servers.py (a few hundred) and bench/streams.py (a thousand).
 """
 
 import selectors

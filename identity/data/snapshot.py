@@ -14,7 +14,7 @@ shape follows from their number. Each content is hashed again here and must matc
 
 DAG-CBOR's canonical form of a list of links and of the header map is exactly canonical CBOR with tag
 42 (a link: a zero byte, then the CID's bytes), which cbor2 writes in C, many times faster than a pure
-Python DAG-CBOR encoder at a million links; tests/test_snapshot.py reads the file back with @ipld/car
+Python DAG-CBOR encoder at a million links; tests/data/test_snapshot.py reads the file back with @ipld/car
 and its strict DAG-CBOR decoder. multiformats writes the varints and the root's text form.
 """
 

@@ -47,7 +47,7 @@ def _bad_characters(value, allowed=""):
     """Control characters and lone surrogates (which cannot be encoded as UTF-8).
 
     A regular expression rather than a look at each character's category: this runs on every field
-    of every create. tests/test_validation.py checks it against unicodedata for every code point.
+    of every create. tests/web/test_validation.py checks it against unicodedata for every code point.
     """
     return _bad_character_search(allowed)(value) is not None
 

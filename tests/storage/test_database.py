@@ -81,7 +81,7 @@ def test_a_writer_that_waited_for_the_lock_and_gave_up_leaves_every_pooled_conne
 def test_outside_gevent_a_writer_waits_for_the_lock_in_sqlite_without_asking_again(app, database_url):
     """Under threads or a sync worker, SQLite's busy handler waits for another process's write lock,
     with the GIL released: the writer asks for the lock once, and writes when it is free. (Under
-    gevent's worker it asks again and again, between cooperative pauses: tests/test_faults.py.)"""
+    gevent's worker it asks again and again, between cooperative pauses: tests/storage/test_faults.py.)"""
     locker = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None, check_same_thread=False)
     asked = []
     with app.app_context():

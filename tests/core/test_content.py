@@ -29,7 +29,7 @@ from identity.core.content import (
     parse_identity_id,
 )
 
-CONTENT_MODULE = Path(__file__).resolve().parent.parent / "identity" / "core" / "content.py"
+CONTENT_MODULE = Path(__file__).resolve().parents[2] / "identity" / "core" / "content.py"
 
 EMPTY_BYTES_CID = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
 

@@ -1,6 +1,6 @@
 """The contract's "Clients and the OpenAPI document": what a code generator needs from /openapi.json.
 
-tests/test_generated_clients.py proves the same with the real generators; these tests name each rule.
+tests/web/test_generated_clients.py proves the same with the real generators; these tests name each rule.
 """
 
 import re

@@ -1,6 +1,6 @@
 """The live forms of GET /changes through the app: feed=longpoll and feed=eventsource (contract, "Live changes").
 
-These run in one process with the Flask test client; tests/test_live_feed_servers.py runs them on
+These run in one process with the Flask test client; tests/feed/test_live_feed_servers.py runs them on
 real gunicorn processes and nodes.
 """
 

@@ -7,7 +7,6 @@ plain run of one character class, and the fields are taken in one pass over the 
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import secrets
 import string
@@ -17,6 +16,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from eth_account.messages import encode_defunct
 from eth_utils import is_checksum_address, to_checksum_address
 
+from identity.core import uris
 from identity.core.signatures import recover_signer
 
 # The EIP leaves maximum lengths to implementers; a message with a few resources is well under 1 KiB.
@@ -31,22 +31,10 @@ NONCE_LENGTH = 20
 MAX_CHAIN_ID = 2**256 - 1
 OPTIONAL_FIELDS = ("Expiration Time", "Not Before", "Request ID", "Resources")
 
-# RFC 3986's character classes, as the EIP's grammar uses them.
-_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
-_SUB_DELIMS = frozenset("!$&'()*+,;=")
-_GEN_DELIMS = frozenset(":/?#[]@")
-_STATEMENT = _UNRESERVED | _SUB_DELIMS | _GEN_DELIMS | {" "}
-_USERINFO = _UNRESERVED | _SUB_DELIMS | {":"}
-_REG_NAME = _UNRESERVED | _SUB_DELIMS
-_PCHAR = _UNRESERVED | _SUB_DELIMS | {":", "@"}
-_PATH = _PCHAR | {"/"}
-_QUERY = _PCHAR | {"/", "?"}
+# What a statement may hold: RFC 3986's reserved and unreserved characters, and spaces.
+_STATEMENT = uris.UNRESERVED | uris.RESERVED | {" "}
 _DIGITS = frozenset(string.digits)
 _NONCE = frozenset(NONCE_ALPHABET)
-_HEX = frozenset(string.hexdigits)
-
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
-_IP_FUTURE = re.compile(r"[vV][0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 # RFC 3339's date-time ("T" and "Z" may be lower case, its section 5.6 says).
 _DATE_TIME = re.compile(
@@ -136,9 +124,9 @@ def parse(text):
     scheme, separator, domain = header[: -len(PREAMBLE)].rpartition("://")
     if not separator:
         scheme = None
-    elif not _SCHEME.fullmatch(scheme):
+    elif not uris.SCHEME.fullmatch(scheme):
         raise lines.error("expected a URI scheme before ://: a letter, then letters, digits, +, - or .")
-    if problem := _authority_problem(domain, host_required=True):
+    if problem := uris.authority_problem(domain, host_required=True):
         raise lines.error(f"expected the domain as an RFC 3986 authority ([user@]host[:port]), but {problem}")
 
     address = lines.take("the wallet address (0x and 40 hex digits)")
@@ -152,7 +140,7 @@ def parse(text):
     statement = _statement(lines)
 
     uri = _field(lines, "URI", "an RFC 3986 URI")
-    if problem := _uri_problem(uri):
+    if problem := uris.uri_problem(uri):
         raise lines.error(f"expected an RFC 3986 URI after \"URI: \", but {problem}")
     if _field(lines, "Version", f"{VERSION}, the only version EIP-4361 defines") != VERSION:
         raise lines.error(f'expected "Version: {VERSION}": version {VERSION} is the only one EIP-4361 defines')
@@ -248,7 +236,7 @@ def _statement(lines):
         # A URI line where the second empty line belongs, rather than a statement that reads "URI: ...".
         raise lines.error("expected an empty line: a message without a statement has two empty lines "
                           "between the address and the URI line")
-    if (bad := _first_bad(line, _STATEMENT)) is not None:
+    if (bad := uris.first_bad(line, _STATEMENT)) is not None:
         raise lines.error(f"the statement holds {line[bad]!r}, which a statement may not: it may hold letters, "
                           "digits, spaces and RFC 3986's reserved and unreserved marks, -._~:/?#[]@!$&'()*+,;=")
     if lines.take("an empty line after the statement") != "":
@@ -300,7 +288,7 @@ def _optional_fields(lines):
             continue
         value = line[len(label) + 2:] if line.startswith(label + ": ") else None
         if label == "Request ID":
-            if value is None or _first_bad(value, _PCHAR) is not None:
+            if value is None or uris.first_bad(value, uris.PCHAR) is not None:
                 raise lines.error('expected "Request ID: " and an id of RFC 3986 path characters (pchar)')
             found["request_id"] = value
         else:
@@ -318,7 +306,7 @@ def _resources(line, lines):
         if not line.startswith("- "):
             _refuse_final_line_feed(line, lines)
             raise lines.error('expected a resource ("- " and a URI) or the end of the message' + _found(line))
-        if problem := _uri_problem(line[2:]):
+        if problem := uris.uri_problem(line[2:]):
             raise lines.error(f'expected a resource, "- " and an RFC 3986 URI, but {problem}')
         resources.append(line[2:])
     return tuple(resources)
@@ -328,81 +316,6 @@ def _refuse_final_line_feed(line, lines):
     """Say so when `line` is the empty one after a line feed that ends the text."""
     if line == "" and lines.peek() is None:
         raise lines.error("expected the end of the message: it ends with its last field, not with a line feed")
-
-
-def _first_bad(text, allowed, percent_encoded=False):
-    """The index of text's first character outside `allowed` (and, if percent_encoded, not part of a %XX
-    escape), or None."""
-    index = 0
-    while index < len(text):
-        character = text[index]
-        if percent_encoded and character == "%":
-            if len(text) < index + 3 or not _HEX.issuperset(text[index + 1:index + 3]):
-                return index
-            index += 3
-        elif character in allowed:
-            index += 1
-        else:
-            return index
-    return None
-
-
-def _authority_problem(authority, host_required):
-    """What keeps `authority` from being RFC 3986's [userinfo "@"] host [":" port], in words, or None."""
-    userinfo, at, host_port = authority.rpartition("@")
-    if at and _first_bad(userinfo, _USERINFO, percent_encoded=True) is not None:
-        return "its user information holds a character that RFC 3986 does not allow there"
-    if host_port.startswith("["):
-        literal, bracket, port = host_port[1:].partition("]")
-        if not bracket or not _ip_literal(literal):
-            return "its host is not an IPv6 address (or IPvFuture literal) between [ and ]"
-        if port and not port.startswith(":"):
-            return "its IP literal is followed by something other than :port"
-        port = port[1:]
-    else:
-        host, _, port = host_port.partition(":")
-        if _first_bad(host, _REG_NAME, percent_encoded=True) is not None:
-            return "its host holds a character that a host name may not"
-        if host_required and not host:
-            return "it has no host"
-    if not _DIGITS.issuperset(port):
-        return "its port is not digits alone"
-    return None
-
-
-def _ip_literal(literal):
-    if _IP_FUTURE.fullmatch(literal):
-        return True
-    # ipaddress also reads a zone ("%eth0"), which RFC 3986's IPv6address has not.
-    if "%" in literal:
-        return False
-    try:
-        ipaddress.IPv6Address(literal)
-    except ValueError:
-        return False
-    return True
-
-
-def _uri_problem(uri):
-    """What keeps `uri` from being an RFC 3986 URI, scheme ":" hier-part ["?" query] ["#" fragment], or None."""
-    scheme, colon, rest = uri.partition(":")
-    if not colon or not _SCHEME.fullmatch(scheme):
-        return "it does not start with a scheme (a letter, then letters, digits, +, - or .) and a colon"
-    rest, hash_mark, fragment = rest.partition("#")
-    if hash_mark and _first_bad(fragment, _QUERY, percent_encoded=True) is not None:
-        return "its fragment holds a character that a URI may not"
-    rest, question_mark, query = rest.partition("?")
-    if question_mark and _first_bad(query, _QUERY, percent_encoded=True) is not None:
-        return "its query holds a character that a URI may not"
-    path = rest
-    if rest.startswith("//"):
-        authority, slash, path = rest[2:].partition("/")
-        if problem := _authority_problem(authority, host_required=False):
-            return problem
-        path = slash + path
-    if _first_bad(path, _PATH, percent_encoded=True) is not None:
-        return "its path holds a character that a URI may not"
-    return None
 
 
 def _duration(delta):

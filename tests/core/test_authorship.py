@@ -6,8 +6,8 @@ from eth_account import Account
 from eth_account.messages import encode_defunct, encode_typed_data
 from eth_utils import keccak
 
-from identity.core.content import canonical_bytes, content_id_of
 from identity.core import authorship
+from identity.core.content import canonical_bytes, content_id_of
 from identity.core.signatures import SECP256K1_N, SignatureError
 
 CONTENT_ID = content_id_of(canonical_bytes({"display_name": "Ada Lovelace"}))

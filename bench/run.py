@@ -106,14 +106,14 @@ def seed_through_the_project(database, key, count):
     """
     from identity import create_app
     from identity.core import identities as service
+    from identity.core.keys import caller_of
     from identity.schemas import IdentityCreateSchema
     from identity.storage.database import db
-    from identity.web.auth import verify_api_key
 
     app = create_app({"DATABASE_URL": f"sqlite:///{database}"})
     schema = IdentityCreateSchema()
     with app.app_context():
-        caller = verify_api_key(key)
+        caller = caller_of(key)
         ids = [service.create_identity(schema.load(identity_body(n)), caller)["identity_id"] for n in range(count)]
         db.session.remove()
         db.engine.dispose()

@@ -5,11 +5,10 @@ forced (gunicorn.conf.py picks the worker class and count), rate limits raised s
 cannot spend them. Plain Flask doing the floor's work (bench.plain:app) is served the same way, so
 that the server's share of the tail shows apart from the app's; the floor (bench.floor:app) is served
 as bench/run.py serves it. Halfway through each run, it counts the clients each worker of the default
-server holds (a keep-alive connection stays with the worker that accepted it, until a busier worker
-asks its client to reconnect: identity/balance.py). wrk (one thread,
+server holds (a keep-alive connection stays with the worker that accepted it). wrk (one thread,
 BENCH_CONNECTIONS connections, 8 by default, loopback only) runs GET and POST rounds on each,
-alternating which goes first; the p99 of each is the median over the rounds. The goals (issue 23):
-the default server's GET p99 at most 10 ms, its POST p99 within 3x the floor's.
+alternating which goes first; the p99 of each is the median over the rounds. The goals: the default
+server's GET p99 at most 10 ms, its POST p99 within 3x the floor's.
 
 Settings: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_WARMUP (3), BENCH_CONNECTIONS (8),
 BENCH_TAIL_IDENTITIES (2000).
@@ -173,9 +172,7 @@ def main():
                   f" ms, {plain.rate:.1f} req/s; p99 per round {', '.join(f'{run.p99_ms:.2f}' for run in plain_runs)}"
                   f"; req/s per round {_rates(plain_runs)}"
                   f"; clients per worker {', '.join(map(_split, splits['plain', operation]))}")
-        print("      (A keep-alive client stays with the worker that accepted it until a busier worker asks it to")
-        print("      reconnect (identity/balance.py, the server's for both apps): see docs/performance.md,")
-        print("      The default server's tail.)")
+        print("      (A keep-alive client stays with the worker that accepted it: see docs/performance.md.)")
         if errors:
             print(f"unexpected responses or socket errors: {errors}")
             return 1

@@ -37,8 +37,8 @@ def get_identity_row(identity_id):
     if not content.has_identity_id_form(identity_id):
         # No stored identity has a malformed id; and PostgreSQL refuses some strings (NUL) outright.
         return None
-    with one_statement() as session:
-        return session.execute(_IDENTITY_BY_ID, {"identity_id": identity_id}).one_or_none()
+    with one_statement() as connection:
+        return connection.execute(_IDENTITY_BY_ID, {"identity_id": identity_id}).one_or_none()
 
 
 def get_identity(identity_id):
@@ -99,8 +99,8 @@ _INSERT = insert(IDENTITIES)
 
 
 def _known_user(wallet):
-    with one_statement() as session:
-        return find_user(session, wallet)
+    with one_statement() as connection:
+        return find_user(connection, wallet)
 
 
 def _refuse_known_content(content_id):

@@ -121,8 +121,8 @@ def caller_of(key):
 
 
 def _look_up(key_hash, believed_until):
-    with one_statement() as session:
-        row = session.execute(_KEY_AND_USER, {"key_hash": key_hash}).one_or_none()
+    with one_statement() as connection:
+        row = connection.execute(_KEY_AND_USER, {"key_hash": key_hash}).one_or_none()
     if row is None:
         return None
     key_id, scope, revoked_at, expires_at, last_used_at, *user_values = row

@@ -20,7 +20,7 @@ _NEW_USER = {
 
 
 def find_user(session, wallet):
-    """The user of `wallet` (EIP-55) as a mapping of its columns, or None."""
+    """The user of `wallet` (EIP-55) as a mapping of its columns, or None (`session`: a Session or a Connection)."""
     row = session.execute(_USER_OF_WALLET, {"wallet": wallet}).one_or_none()
     return None if row is None else row._asdict()
 

@@ -154,8 +154,8 @@ class WebhookRun:
     def wanted(self):
         """Whether the webhook is still registered and active, read afresh before each attempt: after a
         DELETE or a PATCH "active": false is answered, no attempt starts; after a new URL, the next goes there."""
-        with one_statement() as session:
-            found = session.execute(_WEBHOOK_STATE, {"id": self.id}).first()
+        with one_statement() as connection:
+            found = connection.execute(_WEBHOOK_STATE, {"id": self.id}).first()
         return self.follow(found)
 
     def follow(self, found):
@@ -266,8 +266,8 @@ class Deliverer:
         it that ended since the poll has recorded a later position, from which this one goes on."""
         try:
             with self.app.app_context():
-                with one_statement() as session:
-                    webhook = session.execute(_WEBHOOK_TO_RUN, {"id": webhook_id}).first()
+                with one_statement() as connection:
+                    webhook = connection.execute(_WEBHOOK_TO_RUN, {"id": webhook_id}).first()
                 if webhook is not None:
                     WebhookRun(self, webhook).run()
         except DBAPIError as error:

@@ -1,31 +1,26 @@
 """How the requests of one gevent worker take the CPU: one at a time, in the order they were read.
 
-A greenlet yields only when it would block, and gevent resumes the greenlets that became ready in
-one turn of its loop in an order of its own, not the order their requests came in. A keep-alive
-client whose request landed first can be served last of a batch, then wait for the whole next batch:
-with 4 busy clients on a worker, some requests waited for 6 or 7 others where each should wait for 3
-(p99 2.1 to 2.7 times the p50, one worker alone). Worse, without any turn, a connection whose next
-request is already there is served again and again while the others wait (p99 170 to 290 ms).
+A greenlet yields only when it would block, and gevent resumes the greenlets that became ready in one
+turn of its loop in an order of its own, not the order their requests came in: a connection whose next
+request is already there can be served again and again while the others wait. Turns.take(), called once
+a request has been read (the server's pre_request hook), queues the request behind those read before
+it; at the head of the queue it waits one turn of gevent's loop, so that a connection whose next request
+was already there goes behind the requests that came meanwhile. Each request then waits for those ahead
+of it only. A request that waits for something (a stream for the next change, a writer for SQLite's
+lock) lets the next one go; nothing is held across a wait.
 
-Turns.take(), called once a request has been read (gunicorn.conf.py's pre_request), queues the
-request behind those read before it. At the head of the queue, it waits one turn of gevent's loop,
-so that a connection whose next request is already there goes behind the requests that came
-meanwhile; then it goes, and the next in the queue gets ready. Each request then waits for those
-ahead of it only: with 4 busy clients on one worker, p99 1.5 to 1.7 times the p50. A request that
-waits for something (a stream for the next change, a writer for SQLite's lock) lets the next one
-go; nothing is held across a wait.
+It earns its place (three interleaved runs, each variant against all-on in the same round, 2 gevent
+workers on 2 cores): without it, GET p99 was 12.3 times as long straight at gunicorn with 8 keep-alive
+clients (12 rounds of 12), 5.3 times behind deploy/nginx.conf with 64 clients (12 of 12), and creates'
+p99 2.6 times behind nginx, at the same throughput. nginx does not shield the workers: it opens as many
+upstream connections as there are requests in flight.
 
-For a read, that turn of the loop is needed only by a connection that has not let the loop poll since
-its last turn: its next request was there already when it had answered one. Under load, most
-connections wait for their next request, and the loop polls meanwhile (a check watcher counts its
-polls): one worker took the turn for 1 request in 5, where every request took it before, an
-iteration of the loop each.
-
-A request that may write takes the turn every time. The writers of a process queue on a lock
-(extensions.wait_for_writes_in_turn), and gevent's lock goes to whoever asks first after a release,
-before the writer it wakes has run: a create that skipped the loop took the lock ahead of the
-writers queued for it (POST p99 44 ms to 66, 6 alternating rounds). The turn lets the writer woken
-by the release run first.
+For a read, the turn of the loop is needed only by a connection that has not let the loop poll since its
+last turn: its next request was there already when it had answered one. Under load, most connections
+wait for their next request, and the loop polls meanwhile (a check watcher counts its polls). A request
+that may write takes the turn every time: the writers of a process queue on a lock
+(storage.database.wait_for_writes_in_turn), and gevent's lock goes to whoever asks first after a release,
+before the writer it wakes has run; the turn lets the woken writer run first.
 """
 
 import weakref

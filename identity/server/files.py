@@ -1,10 +1,10 @@
-"""The folders a gunicorn server makes for the files its workers share (metrics, rate-limit counts, the
-workers' loads), and the sweep of those a server left behind when it was killed outright.
+"""The folders a gunicorn server makes for the files its workers share (metrics, rate-limit counts), and the
+sweep of those a server left behind when it was killed outright.
 
 A server removes its folders when it exits (gunicorn.conf.py's on_exit), but a master killed by
-SIGKILL, the OOM killer or a crash never runs that hook: each such server left its folders in
-/dev/shm (memory) or the temporary directory, until the machine restarted. Each folder is now held
-by its server for as long as any of its processes lives: the master takes a shared lock (flock(2))
+SIGKILL, the OOM killer or a crash never runs that hook, and would leave its folders in /dev/shm
+(memory) or the temporary directory until the machine restarted. So each folder is held by its
+server for as long as any of its processes lives: the master takes a shared lock (flock(2))
 on the folder, and its workers inherit it. A server starting on the same machine removes the
 folders of its own kind that nobody holds any more. flock works whatever the process ids are (a
 folder shared between containers), and a lock dies with the last process that held it, however it
@@ -16,8 +16,8 @@ import os
 import shutil
 import tempfile
 
-# A folder with this file in it was locked by its server before the file was made: one without it
-# (made by an earlier version, which took no lock, or being made at this moment) is never swept.
+# A folder with this file in it was locked by its server before the file was made: one without it (being
+# made at this moment, or not made by make_server_folder) is never swept.
 HELD_MARKER = "held-by-its-server"
 
 

@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 
 from blinker import Namespace
-from flask import current_app
+from flask import current_app, has_request_context
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from gevent import monkey
@@ -100,23 +100,22 @@ def tune_sqlite(engine, busy_timeout_ms):
 
 @contextmanager
 def one_statement():
-    """The request's session, for a read that is a single statement: outside any transaction, so that its
-    statement is its only round trip (no BEGIN before it, no ROLLBACK after it). Within a transaction the
-    session has begun already, the read simply joins it.
+    """The request's session's connection, for a read that is a single statement: outside any transaction,
+    so that its statement is its only round trip (no BEGIN before it, no ROLLBACK after it). Within a
+    transaction the session has begun already, the read simply joins it.
 
-    One statement sees one snapshot anyway. On SQLite the "begin" event emits no BEGIN for it; on a
-    server database the connection runs in autocommit (SQLAlchemy's per-connection isolation level,
-    reset when the connection goes back to the pool).
+    One statement sees one snapshot anyway. On SQLite the "begin" event emits no BEGIN for it; on a server
+    database the connection runs in autocommit (SQLAlchemy's per-connection isolation level, reset when the
+    connection goes back to the pool). In a request the connection goes back when the request ends (the
+    session's teardown); elsewhere (background work, the command line) at once.
     """
     session = db.session()
     if session.in_transaction():
-        yield session
+        yield session.connection()
         return
-    sqlite = session.get_bind().dialect.name == "sqlite"
-    session.connection(execution_options={ONE_STATEMENT: True} if sqlite else {"isolation_level": "AUTOCOMMIT"})
-    try:
-        yield session
-    finally:
+    sqlite = db.engine.dialect.name == "sqlite"
+    yield session.connection(execution_options={ONE_STATEMENT: True} if sqlite else {"isolation_level": "AUTOCOMMIT"})
+    if not has_request_context():
         session.commit()  # ends nothing on the database; the connection goes back to the pool
 
 

@@ -160,23 +160,24 @@ def finish_response(response):
     """After every request: its rate-limit window, nosniff and its id in the headers; then its metrics and
     its access line, named by the route's rule (one value per route, and no id or stray secret of a URL
     copied into the metrics or the logs) and the key's id, never the key."""
-    started, rule, method = request.started, request.url_rule, request.method
-    seconds = time.perf_counter() - started
+    # The request itself, read once through Flask's proxy ("Notes On Proxies"): every other read is plain.
+    served = request._get_current_object()
+    seconds = time.perf_counter() - served.started
+    rule, method = served.url_rule, served.method
     route = None if rule is None else rule.rule
     headers = response.headers
-    window = request.rate_limit_window
-    if window is not None:
-        window.add_headers(headers)
+    if served.rate_limit_window is not None:
+        served.rate_limit_window.add_headers(headers)
     # Browsers must not guess a type for problem+json or JSON bodies and then render them.
     headers["X-Content-Type-Options"] = "nosniff"
-    request_id = headers[REQUEST_ID_HEADER] = request.request_id
+    request_id = headers[REQUEST_ID_HEADER] = served.request_id
     status = response.status_code
     if current_app.config["IDENTITY_METRICS_ENABLED"]:
         count, latency = _metrics_of(route, method, status)
         count.inc()
         latency.observe(seconds)
     if access_log.isEnabledFor(logging.INFO):
-        caller = request.caller
+        caller = served.caller
         access_log.info("%s %s %s", method, route, status, extra={
             "method": method, "route": route, "status": status, "duration_ms": round(seconds * 1000, 3),
             "request_id": request_id, "key_id": caller.key_id if caller else None,

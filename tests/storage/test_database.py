@@ -110,9 +110,9 @@ def test_a_read_of_one_statement_inside_a_transaction_joins_it(app):
     with app.app_context():
         with write_transaction() as session:
             session.execute(insert(USERS), a_user())
-            with one_statement() as same:
-                assert same is session
-                assert same.execute(select(USERS.c.wallet)).scalar_one() == WALLET
+            with one_statement() as connection:
+                assert connection is session.connection()
+                assert connection.execute(select(USERS.c.wallet)).scalar_one() == WALLET
 
 
 def test_reads_after_the_database_went_away_under_the_pool_read_again(app, client, create, user_key):

@@ -1,0 +1,234 @@
+"""The console's pages and forms, through the test client: what each page shows, and what each form changes,
+as the JSON API would (the same core functions behind both)."""
+
+import re
+from html import unescape
+
+import pytest
+
+from identity.storage.database import db
+from identity.storage.models import WebhookDelivery, utcnow
+from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+from tests.console.conftest import form_value
+
+PAGES = ("/admin/identities", "/admin/keys", "/admin/webhooks", "/admin/changes", "/admin/status")
+
+
+def names_listed(page):
+    return [unescape(name) for name in re.findall(r'<td><a href="/admin/identities/did[^"]*">([^<]*)</a></td>', page)]
+
+
+def test_every_page_forbids_framing_inline_code_and_caching(console):
+    for path in PAGES:
+        answer = console.get(path)
+        assert answer.status_code == 200, path
+        policy = answer.headers["Content-Security-Policy"]
+        assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy and "unsafe-inline" not in policy
+        assert answer.headers["Cache-Control"] == "no-store"
+        page = answer.get_data(as_text=True)
+        # No inline script or style for the policy to refuse: the page's code is loaded from /admin/static.
+        assert "<style" not in page and " style=" not in page and "<script>" not in page
+        assert re.findall(r"<script[^>]*>", page) == ['<script src="/admin/static/console.js" defer>']
+
+
+def test_identities_are_searched_filtered_sorted_and_paged_by_cursor(console, create, admin_key):
+    for number in range(25):
+        create({"display_name": f"Ada {number:02}", "description": "mathematician"})
+    create({"display_name": "Grace Hopper", "description": "admiral"}, key=admin_key)
+    create({"display_name": "Someone Else", "creator": OTHER_WALLET}, key=admin_key)
+
+    first = console.text("/admin/identities")
+    assert "<strong>27</strong> identities match" in first and len(names_listed(first)) == 20
+    assert names_listed(first)[0] == "Someone Else"  # newest first
+    following = unescape(re.search(r'href="([^"]+)" rel="next"', first).group(1))
+    second = console.text(following)
+    assert len(names_listed(second)) == 7 and "this is page 2" in second
+    assert set(names_listed(first)).isdisjoint(names_listed(second))
+
+    searched = console.text("/admin/identities?q=grace")
+    assert names_listed(searched) == ["Grace Hopper"] and "<strong>1</strong> identity matches" in searched
+    by_creator = console.text(f"/admin/identities?creator={OTHER_WALLET.lower()}")
+    assert names_listed(by_creator) == ["Someone Else"]
+    ascending = console.text("/admin/identities?sortBy=display_name&direction=asc&q=ada")
+    assert names_listed(ascending)[:3] == ["Ada 00", "Ada 01", "Ada 02"]
+    assert 'value="ada"' in ascending and '<option value="display_name" selected>' in ascending
+
+
+def test_invalid_listing_parameters_are_a_page_that_names_them(console):
+    answer = console.get("/admin/identities?creator=not-a-wallet&cursor=forged!")
+    assert answer.status_code == 400
+    page = answer.get_data(as_text=True)
+    assert "The listing could not be read" in page and "creator" in page and "cursor" in page
+
+
+def test_an_identity_page_shows_every_field_its_content_checked_against_its_id_and_its_history(console, create):
+    created = create({"display_name": "Ada Lovelace", "description": "First programmer",
+                      "external_reference": "https://example.org/ada"}).get_json()
+    page = console.text(f"/admin/identities/{created['identity_id']}")
+    for name, value in created.items():
+        assert f"<dt>{name}</dt>" in page or name == "creator"
+        if isinstance(value, str):
+            assert unescape(value) in unescape(page), name
+    assert "It hashes to its id" in page and created["identity_id"].split(":")[-1] in page
+    assert unescape(page).count('{"description":"First programmer","display_name":"Ada Lovelace",'
+                                '"external_reference":"https://example.org/ada"}') == 1
+    assert USER_WALLET in page and ">created<" in page.replace("\n", "").replace(" ", "")
+
+
+def test_an_identity_whose_content_does_not_hash_to_its_id_is_shown_so(console, create, app):
+    created = create({"display_name": "Tampered"}).get_json()
+    with app.app_context():
+        db.session.execute(db.text("UPDATE identities SET display_name = 'Altered' WHERE identity_id = :id"),
+                           {"id": created["identity_id"]})
+        db.session.commit()
+    page = console.text(f"/admin/identities/{created['identity_id']}")
+    assert "It does not hash to its id" in page and "It hashes to its id" not in page
+
+
+def test_an_unknown_identity_is_a_404_page(console):
+    answer = console.get("/admin/identities/did:identity:ipfs:nothing")
+    assert answer.status_code == 404 and "No Identity exists" in answer.get_data(as_text=True)
+
+
+def test_take_down_and_restore_go_back_to_the_status_before(console, create, admin_key, client):
+    identity_id = create({"display_name": "Pending one"}).get_json()["identity_id"]
+    client.patch(f"/identity/{identity_id}", json={"status": "pending"}, headers={"x-api-key": admin_key})
+    page = console.text(f"/admin/identities/{identity_id}")
+
+    taken = console.post(f"/admin/identities/{identity_id}/status",
+                         {"status": "removed", "etag": form_value(page, "etag")}, token=form_value(page, "csrf_token"))
+    assert taken.status_code == 303
+    page = console.text(taken.headers["Location"])
+    assert "The identity is taken down" in page and "Restore" in page
+    assert client.get(f"/identity/{identity_id}", headers={"x-api-key": admin_key}).status_code == 410
+
+    restored = console.post(f"/admin/identities/{identity_id}/status",
+                            {"status": form_value(page, "status"), "etag": form_value(page, "etag")})
+    assert restored.status_code == 303
+    assert client.get(f"/identity/{identity_id}", headers={"x-api-key": admin_key}).get_json()["status"] == "pending"
+    entries = client.get(f"/identity/{identity_id}/changes", headers={"x-api-key": admin_key}).get_json()["data"]
+    assert [entry["fields"]["status"] for entry in entries[-2:]] == [
+        {"before": "pending", "after": "removed"}, {"before": "removed", "after": "pending"}]
+    assert entries[-1]["wallet"] == ADMIN_WALLET
+
+
+def test_take_down_after_someone_else_changed_it_changes_nothing_and_says_so(console, create, admin_key, client):
+    identity_id = create({"display_name": "Contested"}).get_json()["identity_id"]
+    page = console.text(f"/admin/identities/{identity_id}")
+    # Meanwhile, another Admin changes it through the API.
+    client.patch(f"/identity/{identity_id}", json={"vault_id": "7"}, headers={"x-api-key": admin_key})
+
+    answer = console.post(f"/admin/identities/{identity_id}/status",
+                          {"status": "removed", "etag": form_value(page, "etag")}, token=form_value(page, "csrf_token"))
+
+    assert answer.status_code == 409
+    shown = answer.get_data(as_text=True)
+    assert "Someone else changed this identity after you opened it, so nothing was changed" in shown
+    assert "<dd class=\"mono\">7</dd>" in shown  # the page shows it as it is now
+    assert client.get(f"/identity/{identity_id}", headers={"x-api-key": admin_key}).get_json()["status"] == "complete"
+
+
+def test_an_identity_named_like_markup_is_shown_as_text(console, create):
+    name = "<img src=x onerror=alert(1)>"
+    identity_id = create({"display_name": name, "description": "<script>alert(2)</script>"}).get_json()["identity_id"]
+    for path in ("/admin/identities", f"/admin/identities/{identity_id}", "/admin/changes"):
+        page = console.text(path)
+        assert "<img src=x" not in page and "<script>alert" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in console.text("/admin/identities")
+
+
+def test_a_key_issued_is_shown_once_and_then_never_again(console, client):
+    answer = console.post("/admin/keys", {"wallet": OTHER_WALLET.lower(), "role": "User", "scope": "read",
+                                          "label": "status page", "expires_in": "86400"})
+    assert answer.status_code == 201
+    page = answer.get_data(as_text=True)
+    key = re.search(r'id="issued-key"[^>]*value="([^"]+)"', page).group(1)
+    assert key.startswith("idsk_") and "shown on this page only" in page
+    assert client.get("/me", headers={"x-api-key": key}).get_json()["key"]["label"] == "status page"
+    for path in PAGES + ("/admin/keys?active=true",):
+        assert key not in console.text(path)
+    listing = console.text("/admin/keys")
+    assert OTHER_WALLET in listing and "status page" in listing
+
+
+def test_an_invalid_key_form_is_shown_again_with_what_to_correct(console):
+    answer = console.post("/admin/keys", {"wallet": "0x123", "label": "x" * 200, "expires_in": "12"})
+    assert answer.status_code == 422
+    page = answer.get_data(as_text=True)
+    assert "The key was not issued" in page and "wallet" in page and "label" in page and "expires_in" in page
+    assert 'value="0x123"' in page
+
+
+def test_a_key_is_revoked_after_a_confirmation_and_the_api_refuses_it(console, issue_key, client):
+    key = issue_key(OTHER_WALLET, "User")
+    listing = console.text(f"/admin/keys?wallet={OTHER_WALLET}")
+    confirm = unescape(re.search(r'href="(/admin/keys/[^"]+/revoke)"', listing).group(1))
+    confirmation = console.text(confirm)
+    assert "Revoke this key?" in confirmation and OTHER_WALLET in confirmation
+    assert client.get("/me", headers={"x-api-key": key}).status_code == 200  # the confirmation changed nothing
+
+    answer = console.post(confirm, token=form_value(confirmation, "csrf_token"))
+
+    assert answer.status_code == 303 and "The key is revoked" in console.text(answer.headers["Location"])
+    assert client.get("/me", headers={"x-api-key": key}).status_code == 401
+    assert "Revoke…" not in console.text(f"/admin/keys?wallet={OTHER_WALLET}&active=false")
+
+
+@pytest.mark.parametrize("path", ["/admin/keys/not-a-key/revoke", "/admin/webhooks/5f0c1b52-0000-4000-8000-000000000000",
+                                  "/admin/webhooks/not-a-uuid", "/admin/nowhere"])
+def test_unknown_things_are_404_pages(console, path):
+    answer = console.get(path)
+    assert answer.status_code == 404 and answer.mimetype == "text/html"
+
+
+def test_a_webhook_is_registered_with_its_secret_shown_once_paused_resumed_and_deleted(console, app, create):
+    answer = console.post("/admin/webhooks", {"url": "https://hooks.example.com/identity", "description": "Index"})
+    assert answer.status_code == 201
+    page = answer.get_data(as_text=True)
+    secret = re.search(r'id="webhook-secret"[^>]*value="([^"]+)"', page).group(1)
+    assert secret.startswith("whsec_")
+    webhook_path = re.search(r'href="(/admin/webhooks/[0-9a-f-]{36})"', page).group(1)
+    create({"display_name": "Delivered later"})
+    with app.app_context():
+        db.session.add(WebhookDelivery(webhook_id=webhook_path.rsplit("/", 1)[1], seq=1, attempt=1, at=utcnow(),
+                                       duration_ms=12, status=503, error=None))
+        db.session.commit()
+
+    shown = console.text(webhook_path)
+    assert "1 entry behind" in shown and "503" in shown and "12 ms" in shown and secret not in shown
+    assert "1 entry behind" in console.text("/admin/status")
+    paused = console.post(webhook_path + "/pause", token=form_value(shown, "csrf_token"))
+    assert "The webhook is paused" in console.text(paused.headers["Location"])
+    assert "paused" in console.text("/admin/webhooks")
+    resumed = console.post(webhook_path + "/resume")
+    assert "The webhook is resumed" in console.text(resumed.headers["Location"])
+    for path in PAGES:
+        assert secret not in console.text(path)
+    assert "Delete this webhook?" in console.text(webhook_path + "/delete")
+    deleted = console.post(webhook_path + "/delete")
+    assert "The webhook is deleted" in console.text(deleted.headers["Location"])
+    assert "No webhook is registered" in console.text("/admin/webhooks")
+
+
+def test_a_webhook_to_a_private_address_is_refused_on_the_form(console):
+    answer = console.post("/admin/webhooks", {"url": "http://10.0.0.1/hook"})
+    assert answer.status_code == 422
+    assert "private address" in answer.get_data(as_text=True)
+
+
+def test_the_changes_page_lists_the_latest_entries_without_javascript(console, create):
+    for number in range(3):
+        create({"display_name": f"Entry {number}"})
+    page = console.text("/admin/changes")
+    rows = [int(seq) for seq in re.findall(r"<tr>\s*<td>(\d+)</td>", page)]
+    assert len(rows) == 3 and rows == sorted(rows, reverse=True)  # newest first
+    assert f'data-stream="/admin/changes/stream?after={rows[0]}"' in page  # the script follows on from the last
+
+
+def test_the_status_page_shows_readiness_migration_database_and_counts(console, create, backend):
+    create({"display_name": "Counted"})
+    page = console.text("/admin/status")
+    assert "Ready:" in page and "0008" in page and "(the latest)" in page
+    assert ("sqlite" if backend == "sqlite" else "postgresql") in page
+    assert re.search(r"<dt>identities complete</dt><dd>1</dd>", page)
+    assert "Mirror lag" in page

@@ -51,7 +51,7 @@ def render(template, status=200, **context):
 @bp.route("/")
 def home():
     """The console opens on its identities."""
-    return redirect(url_for("console.identities"))
+    return redirect(url_for("console.identities_page"))
 
 
 @bp.route("/<path:unknown>")

@@ -29,6 +29,8 @@ def test_every_page_forbids_framing_inline_code_and_caching(console):
         # No inline script or style for the policy to refuse: the page's code is loaded from /admin/static.
         assert "<style" not in page and " style=" not in page and "<script>" not in page
         assert re.findall(r"<script[^>]*>", page) == ['<script src="/admin/static/console.js" defer>']
+        # Every form that posts carries the session's token.
+        assert page.count('method="post"') == len(re.findall(r'name="csrf_token" value="[\w-]{43}"', page)) >= 1
 
 
 def test_identities_are_searched_filtered_sorted_and_paged_by_cursor(console, create, admin_key):

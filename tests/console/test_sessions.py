@@ -34,6 +34,8 @@ def test_an_admin_key_signs_in_to_a_session_cookie_that_holds_a_token_not_the_ke
     attributes = {part.strip().split("=")[0] for part in cookie.split(";")[1:]}
     assert attributes == {"HttpOnly", "Path", "SameSite"}  # no Expires: it ends with the browser
     assert "Path=/admin" in cookie and "SameSite=Strict" in cookie
+    home = client.get(answer.headers["Location"])
+    assert home.status_code == 302 and home.headers["Location"] == "/admin/identities"
     page = client.get("/admin/identities").get_data(as_text=True)
     assert ADMIN_WALLET in page and "Sign out" in page
     assert admin_key not in page

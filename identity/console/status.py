@@ -3,6 +3,7 @@ and how far behind the feed each webhook (and, once mirroring exists, each mirro
 
 from ..core import overview
 from ..feed import webhooks
+from ..schemas import STATUSES
 from ..storage import readiness
 from . import bp
 from .pages import render
@@ -24,6 +25,7 @@ def status_page():
         latest=sorted(latest),
         database=overview.database_kind(),
         figures=overview.figures(),
+        statuses=STATUSES,
         webhooks=[(webhook, *webhooks.backlog(webhook)) for webhook in webhooks.all_webhooks()],
         mirrors=mirror_lag(),
     )

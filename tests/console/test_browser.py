@@ -57,7 +57,6 @@ def create(deployment, body, key=None):
 def test_sign_in_and_sign_out(page, deployment):
     page.goto(f"{deployment.url}/admin/keys")
     assert page.url.endswith("/admin/sign-in?next=/admin/keys")
-    screenshot(page, "sign-in")
     sign_in(page, deployment.url, deployment.admin_key)
     assert page.url == f"{deployment.url}/admin/keys"
     assert page.get_by_role("navigation", name="Console").is_visible()
@@ -71,7 +70,6 @@ def test_a_user_key_is_refused_with_a_page_that_says_why(page, deployment):
     sign_in(page, deployment.url, deployment.user_key)
     assert page.get_by_role("heading", level=1).inner_text() == "This key may not use the console"
     assert "User key" in page.get_by_role("alert").inner_text()
-    screenshot(page, "refused")
 
 
 def test_search_an_identity_and_open_it(page, deployment):
@@ -82,11 +80,10 @@ def test_search_an_identity_and_open_it(page, deployment):
     page.get_by_role("button", name="Search").click()
     page.get_by_text("1 identity matches").wait_for()
     assert "q=ada+love" in page.url  # a bookmarkable listing
-    screenshot(page, "identities")
+    screenshot(page, "identities-search")
     page.get_by_role("link", name="Ada Lovelace").click()
     page.get_by_text("It hashes to its id").wait_for()
     assert page.url.endswith(created["identity_id"])
-    screenshot(page, "identity")
     page.go_back()
     assert page.get_by_label("Search names and descriptions").input_value() == "ada love"
 
@@ -115,7 +112,7 @@ def test_issue_a_key_copy_it_revoke_it_and_the_api_refuses_it(page, deployment):
     page.get_by_role("button", name="Issue key").click()
     key = page.get_by_label("The new key").input_value()
     assert key.startswith("idsk_")
-    screenshot(page, "key-issued")
+    screenshot(page, "key-copied")
     page.get_by_role("button", name="Copy").click()
     page.get_by_text("Copied to the clipboard.").wait_for()
     assert page.evaluate("() => navigator.clipboard.readText()") == key
@@ -123,10 +120,8 @@ def test_issue_a_key_copy_it_revoke_it_and_the_api_refuses_it(page, deployment):
 
     page.goto(f"{deployment.url}/admin/keys?wallet={OTHER_WALLET}")
     assert key not in page.content()
-    screenshot(page, "keys")
     page.get_by_role("link", name=f"Revoke the key of {OTHER_WALLET}").first.click()
     page.get_by_role("heading", name="Revoke this key?").wait_for()
-    screenshot(page, "key-revoke")
     page.get_by_role("button", name="Revoke the key").click()
     page.get_by_text("The key is revoked").wait_for()
     deadline = time.monotonic() + 5  # each worker believes its last lookup for 1 s (IDENTITY_KEY_CACHE_SECONDS)
@@ -143,7 +138,6 @@ def test_register_a_webhook_pause_it_and_see_its_deliveries(page, deployment):
         page.get_by_label("Description").fill("Search index")
         page.get_by_role("button", name="Register").click()
         receiver.secret = page.get_by_label("Signing secret").input_value()
-        screenshot(page, "webhook-registered")
         created = create(deployment, {"display_name": "Delivered"})
         assert receiver.wait_for(lambda r: r.delivered(), timeout=30)
         assert receiver.deliveries[0]["entry"]["identity_id"] == created["identity_id"]
@@ -151,13 +145,12 @@ def test_register_a_webhook_pause_it_and_see_its_deliveries(page, deployment):
         page.get_by_role("cell", name="204").wait_for()
         page.get_by_role("button", name="Pause").click()
         page.get_by_text("The webhook is paused").wait_for()
-        screenshot(page, "webhook")
+        screenshot(page, "webhook-paused")
         create(deployment, {"display_name": "Not delivered"})
         time.sleep(1)
         assert len(receiver.deliveries) == 1
         page.goto(f"{deployment.url}/admin/webhooks")
         assert "paused" in page.get_by_role("row").nth(1).inner_text()
-        screenshot(page, "webhooks")
 
 
 def test_an_entry_appears_on_the_changes_page_after_a_create_by_the_api(page, deployment):
@@ -170,7 +163,7 @@ def test_an_entry_appears_on_the_changes_page_after_a_create_by_the_api(page, de
 
     page.locator("#changes tbody tr").first.get_by_role("link", name=created["identity_id"]).wait_for()
     assert page.evaluate("() => window.stayed") is True  # no reload
-    screenshot(page, "changes")
+    screenshot(page, "changes-live")
 
 
 def test_a_cross_site_form_post_is_refused(page, deployment):

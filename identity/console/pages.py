@@ -54,8 +54,9 @@ def home():
     return redirect(url_for("console.identities_page"))
 
 
-@bp.route("/<path:unknown>")
+@bp.route("/<path:unknown>", methods=["GET", "POST"])
 def unknown_page(unknown):
+    """Any other path under /admin, or a form posted where none is taken: a page, not the API's problem."""
     return error_page(404, "Not found", "There is no such page in the console: use the menu above.")
 
 

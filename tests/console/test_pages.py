@@ -234,3 +234,39 @@ def test_the_status_page_shows_readiness_migration_database_and_counts(console, 
     assert ("sqlite" if backend == "sqlite" else "postgresql") in page
     assert re.search(r"<dt>identities complete</dt><dd>1</dd>", page)
     assert "Mirror lag" in page
+
+
+ODD = ["\x00", "\ud800", "x" * 5000, "' OR 1=1 --", "%00", "../../etc/passwd", "<b>", "99999999999999999999999"]
+
+
+@pytest.mark.parametrize("odd", ODD, ids=range(len(ODD)))
+def test_odd_input_anywhere_is_a_page_that_says_what_is_wrong_never_a_failure(console, create, app, odd):
+    identity_id = create({"display_name": "Target"}).get_json()["identity_id"]
+    safe = odd.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    answers = [console.get(path, query_string=query) for path, query in (
+        ("/admin/identities", {"q": safe, "creator": safe, "status": safe, "sortBy": safe, "direction": safe}),
+        ("/admin/identities", {"cursor": safe}),
+        ("/admin/keys", {"wallet": safe, "active": safe, "cursor": safe}),
+        ("/admin/identities/" + safe.replace("/", "%2F"), None),
+        ("/admin/keys/" + safe.replace("/", "%2F") + "/revoke", None),
+        ("/admin/changes/stream", {"after": safe}),
+        ("/admin/sign-in", {"next": safe}),
+    )]
+    answers[5].close()  # a stream: it started, which is all this asks of it
+    token = console.token()
+    answers += [
+        console.post("/admin/keys", {"wallet": safe, "role": safe, "scope": safe, "label": safe, "expires_in": safe},
+                     token=token),
+        console.post("/admin/webhooks", {"url": safe, "description": safe}, token=token),
+        console.post(f"/admin/identities/{identity_id}/status", {"status": safe, "etag": safe}, token=token),
+        console.post(f"/admin/identities/{identity_id}/status", {"status": "removed", "etag": safe}, token=token),
+        console.post("/admin/identities/" + safe.replace("/", "%2F") + "/status", {"status": "removed"}, token=token),
+        console.post("/admin/keys/" + safe.replace("/", "%2F") + "/revoke", token=token),
+        console.post("/admin/sign-in", {"form_token": safe, "key": safe}),
+    ]
+    other = app.test_client()
+    other.set_cookie("identity_console", safe[:4000], path="/admin")
+    answers.append(other.get("/admin/identities"))
+    for answer in answers:
+        assert answer.status_code < 500, (answer.request.path, answer.get_data(as_text=True)[-500:])
+        assert answer.mimetype in ("text/html", "text/event-stream"), answer.request.path

@@ -52,8 +52,11 @@ def refuse_other_origins():
     browsers send Origin with every POST, and a cross-site form must not act here."""
     origin = request.headers.get("Origin")
     if origin is None and request.referrer:
-        parts = urlsplit(request.referrer)
-        origin = f"{parts.scheme}://{parts.netloc}"
+        try:
+            parts = urlsplit(request.referrer)
+            origin = f"{parts.scheme}://{parts.netloc}"
+        except ValueError:  # not a URL (an unclosed IPv6 bracket): no origin
+            origin = None
     if origin != own_origin():
         abort(403, OTHER_ORIGIN.format(origin=origin or "missing", ours=own_origin()))
 

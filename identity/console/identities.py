@@ -54,7 +54,7 @@ def _identity_page(identity_id, status=200, conflict=None, done=None):
         identity=identity_schema.dump(record),
         etag=identity_etag(record),
         check=content.check_address(record, record["identity_id"], record["identity_hash"]),
-        signature=_signature(record),
+        signature=signature_state(record),
         history=entries,
         restore_to=curation.status_before_removal(entries),
         conflict=conflict,
@@ -62,7 +62,7 @@ def _identity_page(identity_id, status=200, conflict=None, done=None):
     )
 
 
-def _signature(record):
+def signature_state(record):
     """What the page says of the creator's signature: None while identities have no creator_signature
     (the wallets feature), else "not signed", "signed", or "does not recover to the creator"."""
     if "creator_signature" not in record:

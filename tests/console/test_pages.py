@@ -270,3 +270,24 @@ def test_odd_input_anywhere_is_a_page_that_says_what_is_wrong_never_a_failure(co
     for answer in answers:
         assert answer.status_code < 500, (answer.request.path, answer.get_data(as_text=True)[-500:])
         assert answer.mimetype in ("text/html", "text/event-stream"), answer.request.path
+
+
+def test_the_creators_signature_is_told_once_identities_carry_it():
+    """Identities gain creator_signature with signed authorship; until then the page leaves the line out."""
+    from eth_account import Account
+    from eth_account.messages import encode_typed_data
+
+    from identity.console.identities import signature_state
+    from identity.core import authorship
+
+    creator, other = Account.create(), Account.create()
+    content_id = "bafkreiauec3k6frevgndewoeehfrezbh7tsnc2clpumvqiwoszmh6gqywu"
+    signed = encode_typed_data(full_message=authorship.typed_data(content_id))
+    record = {"content_id": content_id, "creator": {"wallet": creator.address}}
+    assert signature_state(record) is None
+    assert signature_state({**record, "creator_signature": None}) == "not signed"
+    by_creator = Account.sign_message(signed, creator.key).signature.to_0x_hex()
+    assert signature_state({**record, "creator_signature": by_creator}) == "signed"
+    by_other = Account.sign_message(signed, other.key).signature.to_0x_hex()
+    assert signature_state({**record, "creator_signature": by_other}) == "does not recover to the creator"
+    assert signature_state({**record, "creator_signature": "0x1234"}) == "does not recover to the creator"

@@ -33,6 +33,9 @@ def test_a_form_without_origin_is_judged_by_its_referer(console):
     assert refused.status_code == 403
     nothing = console.client.post(CHANGES[0], data={**CHANGES[1], "csrf_token": token})
     assert nothing.status_code == 403
+    broken = console.client.post(CHANGES[0], data={**CHANGES[1], "csrf_token": token},
+                                 headers={"Referer": "http://[::1/admin/keys"})
+    assert broken.status_code == 403
     accepted = console.client.post(CHANGES[0], data={**CHANGES[1], "csrf_token": token},
                                    headers={"Referer": ORIGIN + "/admin/keys"})
     assert accepted.status_code == 201

@@ -71,6 +71,16 @@ class Deployment:
         self.read_key = self.key(ADMIN_WALLET, "Admin", "--scope", "read")
         self.server = LiveServer(self.database_url, workers=2, env=SERVER_ENV).start()
         self.url = self.server.url
+        # Every key and webhook secret the tests saw: none may reach the server's logs (see stop).
+        self.secrets = [self.admin_key, self.user_key, self.read_key]
+
+    def stop(self):
+        """Stop the server, and fail if its logs hold a key or a webhook secret."""
+        logs = self.server.stdout() + self.server.stderr()
+        self.server.stop()
+        assert logs, "the server logged nothing: the check below would prove nothing"
+        assert [secret[:12] for secret in self.secrets if secret in logs] == []
+        assert "whsec_" not in logs
 
     def key(self, wallet, role, *options):
         return flask_cli(self.database_url, "keys", "create", "--wallet", wallet, "--role", role,

@@ -45,7 +45,7 @@ def deployment(tmp_path_factory):
             deployment.url + "/identities?q=ada", headers=headers, timeout=10).json()["data"])
     deployment.webhook_id = webhook["id"]
     yield deployment
-    deployment.server.stop()
+    deployment.stop()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ MARKUP = "<img src=x onerror=alert(1)>"
 def deployment(tmp_path_factory):
     deployment = Deployment(tmp_path_factory.mktemp("console"))
     yield deployment
-    deployment.server.stop()
+    deployment.stop()
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +36,14 @@ def page(browser, deployment):
                                   permissions=["clipboard-read", "clipboard-write"])
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
-    refused = []
+    refused, urls = [], []
     page.on("console", lambda message: "Content Security Policy" in message.text and refused.append(message.text))
+    page.on("request", lambda request: urls.append(request.url))
     yield page
     context.close()
     assert refused == []
+    # No key and no secret ever travels in a URL (the sign-in and every form post their fields).
+    assert [url for url in urls if "idsk_" in url or "whsec_" in url] == []
 
 
 def api(deployment, method, path, key=None, **kwargs):
@@ -111,6 +114,7 @@ def test_issue_a_key_copy_it_revoke_it_and_the_api_refuses_it(page, deployment):
     page.get_by_label("Label").fill("from the console")
     page.get_by_role("button", name="Issue key").click()
     key = page.get_by_label("The new key").input_value()
+    deployment.secrets.append(key)
     assert key.startswith("idsk_")
     screenshot(page, "key-copied")
     page.get_by_role("button", name="Copy").click()
@@ -138,6 +142,7 @@ def test_register_a_webhook_pause_it_and_see_its_deliveries(page, deployment):
         page.get_by_label("Description").fill("Search index")
         page.get_by_role("button", name="Register").click()
         receiver.secret = page.get_by_label("Signing secret").input_value()
+        deployment.secrets.append(receiver.secret)
         created = create(deployment, {"display_name": "Delivered"})
         assert receiver.wait_for(lambda r: r.delivered(), timeout=30)
         assert receiver.deliveries[0]["entry"]["identity_id"] == created["identity_id"]

@@ -5,7 +5,7 @@ never a traceback. Jinja escapes every value it writes (autoescape, on for .html
 import logging
 
 from flask import g, redirect, render_template, request, url_for
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import InterfaceError, InternalError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
@@ -91,6 +91,18 @@ def not_ready(error):
 @bp.errorhandler(InterfaceError)
 @bp.errorhandler(PoolTimeout)
 def database_unavailable(error):
-    log.warning("database unavailable: %s (%s)", cause(error), type(error).__name__)
-    return error_page(503, "The database does not answer", "Try again in a moment; the status page says more.")
+    """Locked, unreachable, read-only, full: the operator reading the page is the one who can act on it."""
+    reason = cause(error)
+    log.warning("database unavailable: %s (%s)", reason, type(error).__name__)
+    return error_page(503, "The database cannot serve this now",
+                      f"The database could not serve this page ({reason}). Nothing was changed; try again in a "
+                      "moment, and see the Status page.")
+
+
+@bp.errorhandler(InternalError)
+def database_refused(error):
+    """A read-only PostgreSQL refuses writes with an InternalError (SQLSTATE 25006): unavailable, as above."""
+    if cause(error).startswith("read-only"):
+        return database_unavailable(error)
+    raise error  # anything else is a failure of the service: the 500 page
 

@@ -2,6 +2,7 @@
 as the JSON API would (the same core functions behind both)."""
 
 import re
+import sqlite3
 from html import unescape
 
 import pytest
@@ -291,3 +292,20 @@ def test_the_creators_signature_is_told_once_identities_carry_it():
     by_other = Account.sign_message(signed, other.key).signature.to_0x_hex()
     assert signature_state({**record, "creator_signature": by_other}) == "does not recover to the creator"
     assert signature_state({**record, "creator_signature": "0x1234"}) == "does not recover to the creator"
+
+
+@pytest.mark.parametrize("app_config", [{"IDENTITY_SQLITE_BUSY_TIMEOUT_MS": 100}])
+def test_a_database_that_cannot_take_the_change_is_a_page_that_says_so(console, create, database_path):
+    identity_id = create({"display_name": "Locked out"}).get_json()["identity_id"]
+    page = console.text(f"/admin/identities/{identity_id}")
+    holder = sqlite3.connect(database_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock, longer than the busy timeout
+    try:
+        answer = console.post(f"/admin/identities/{identity_id}/status",
+                              {"status": "removed", "etag": form_value(page, "etag")}, token=form_value(page, "csrf_token"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert answer.status_code == 503 and answer.mimetype == "text/html"
+    assert "locked" in answer.get_data(as_text=True) and "Nothing was changed" in answer.get_data(as_text=True)
+    assert "complete" in console.text(f"/admin/identities/{identity_id}")

@@ -7,7 +7,7 @@ def create_app(config=None):
     # it must not pay for importing Flask, SQLAlchemy and Alembic.
     from flask import Flask
 
-    from . import background, cli, storage, web
+    from . import background, cli, console, storage, web
     from . import config as settings
     from .web import logs
 
@@ -16,6 +16,7 @@ def create_app(config=None):
     logs.init_app(app)  # first, so that nothing logs before the log lines are JSON
     storage.init_app(app)
     web.init_app(app)
+    console.init_app(app)
     cli.init_app(app)
     background.init_app(app)
     return app

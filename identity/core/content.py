@@ -177,3 +177,34 @@ def address(fields: Mapping[str, object], namespace: str = DEFAULT_NAMESPACE) ->
         identity_id=f"did:{namespace}:ipfs:{content_id}",
         identity_hash=identity_hash_of(content_id),
     )
+
+
+@dataclass(frozen=True)
+class AddressCheck:
+    """An identity's addresses recomputed from its stored content, and whether they are the ones it holds."""
+
+    canonical: bytes
+    content_id: str
+    identity_hash: str
+    id_matches: bool
+    hash_matches: bool
+
+    @property
+    def holds(self) -> bool:
+        return self.id_matches and self.hash_matches
+
+
+def check_address(stored: Mapping[str, object], identity_id: str, identity_hash: str) -> AddressCheck:
+    """Recompute the content id and hash of `stored` (an identity's content fields as stored: normalized
+    already, None for an absent one) and compare them with the `identity_id` and `identity_hash` it holds."""
+    canonical = canonical_bytes({name: stored[name] for name in CONTENT_FIELDS if stored.get(name) is not None})
+    content_id = content_id_of(canonical)
+    parsed = parse_identity_id(identity_id)
+    recomputed_hash = identity_hash_of(content_id)
+    return AddressCheck(
+        canonical=canonical,
+        content_id=content_id,
+        identity_hash=recomputed_hash,
+        id_matches=parsed is not None and parsed[1] == content_id,
+        hash_matches=identity_hash == recomputed_hash,
+    )

@@ -71,3 +71,13 @@ def update_identity(identity_id, changes, wallet, precondition=None):
             history.record_changed(session, identity_id, wallet, changed, at=now)
             identity.update(values, updated_at=now)
     return identity
+
+
+def status_before_removal(entries):
+    """The status an identity had before it was last taken down (what a Restore brings back), read from
+    its history `entries` (history.changes_of, oldest first); `complete` when they do not say."""
+    for entry in reversed(entries):
+        status = (entry.get("fields") or {}).get("status")
+        if status and status["after"] == "removed" and status["before"] != "removed":
+            return status["before"]
+    return "complete"

@@ -158,18 +158,15 @@ def parse_line(line):
         fields.update({name: str(fields[name]) for name in UINT256_KEYS})
         fields.update({name: _utc_text(fields[name]) for name in TIMESTAMP_KEYS})
         fields["id"] = str(fields["id"])
-    stored = {name: fields[name] for name in content.CONTENT_FIELDS if fields.get(name) is not None}
-    content_id = content.content_id_of(content.canonical_bytes(stored))
-    parsed = content.parse_identity_id(fields["identity_id"])
-    if parsed is None or parsed[1] != content_id:
+    check = content.check_address(fields, fields["identity_id"], fields["identity_hash"])
+    if not check.id_matches:
         raise Refused(
-            f"identity_id {fields['identity_id']} is not the address of this content, which is {content_id}: "
+            f"identity_id {fields['identity_id']} is not the address of this content, which is {check.content_id}: "
             "the line was altered; export it again from its source"
         )
-    identity_hash = content.identity_hash_of(content_id)
-    if fields["identity_hash"] != identity_hash:
-        raise Refused(f"identity_hash is not the hash of this content's address, which is {identity_hash}")
-    fields["content_id"] = content_id
+    if not check.hash_matches:
+        raise Refused(f"identity_hash is not the hash of this content's address, which is {check.identity_hash}")
+    fields["content_id"] = check.content_id
     return tuple([fields.get(name) for name in _ROW])
 
 

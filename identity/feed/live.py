@@ -28,7 +28,6 @@ from flask import current_app, has_app_context
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..core import history
-from ..core.keys import caller_of
 from ..storage.database import committed, db
 
 log = logging.getLogger(__name__)
@@ -77,9 +76,9 @@ class Hub:
         self.entries = []  # Entry, by seq
         self.seqs = []
         self.status = {}  # identity_id -> its current status, for the buffered entries' identities
-        self.holders = {}  # key id -> its streams and long polls that wait here
-        self.keys = {}  # key id -> the API key itself, checked again every KEY_CHECK_SECONDS
-        self.revoked = set()  # ids of keys that stopped being valid while their clients waited
+        self.holders = {}  # holder (a key's id, a console session's) -> its streams and long polls waiting here
+        self.checks = {}  # holder -> whether it may still follow the feed, asked every KEY_CHECK_SECONDS
+        self.revoked = set()  # holders that stopped being valid while their clients waited
         self.stopping = threading.Event()
         self.threads = []
 
@@ -114,24 +113,25 @@ class Hub:
         thread.start()
         self.threads.append(thread)
 
-    def follow(self, key, key_id):
-        """Note a stream or long poll of API key `key` (id `key_id`), whose key is checked again every
-        KEY_CHECK_SECONDS while it waits; returns its release."""
+    def follow(self, holder, still_valid):
+        """Note a stream or long poll of `holder` (an API key's id, or a console session's), for which
+        `still_valid()` is asked again (in an app context) every KEY_CHECK_SECONDS while it waits: False
+        lets its clients go. Returns its release."""
         with self.condition:
-            self.holders[key_id] = self.holders.get(key_id, 0) + 1
-            self.keys[key_id] = key
+            self.holders[holder] = self.holders.get(holder, 0) + 1
+            self.checks[holder] = still_valid
         released = []
 
         def release():
             if not released:
                 released.append(True)
                 with self.condition:
-                    left = self.holders.pop(key_id) - 1
+                    left = self.holders.pop(holder) - 1
                     if left:
-                        self.holders[key_id] = left
+                        self.holders[holder] = left
                     else:
-                        del self.keys[key_id]
-                        self.revoked.discard(key_id)
+                        del self.checks[holder]
+                        self.revoked.discard(holder)
 
         return release
 
@@ -144,12 +144,12 @@ class Hub:
             start = bisect.bisect_right(self.seqs, after)
             return [(entry, self.status[entry.identity_id]) for entry in self.entries[start:start + limit]]
 
-    def wait(self, after, seconds, key_id=None):
-        """Wait until an entry above `after` is known, the hub closes, key `key_id` is revoked, or `seconds`
-        pass; True if an entry is."""
+    def wait(self, after, seconds, holder=None):
+        """Wait until an entry above `after` is known, the hub closes, `holder` is no longer valid, or
+        `seconds` pass; True if an entry is."""
         deadline = time.monotonic() + seconds
         with self.condition:
-            while not self.closed and self.head <= after and key_id not in self.revoked:
+            while not self.closed and self.head <= after and holder not in self.revoked:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -203,22 +203,21 @@ class Hub:
             self.condition.notify_all()
 
     def _check_keys(self):
-        """Every KEY_CHECK_SECONDS, check each key that holds clients, once, however many it holds."""
+        """Every KEY_CHECK_SECONDS, check each holder of clients, once, however many it holds."""
         while not self.stopping.wait(KEY_CHECK_SECONDS):
             with self.condition:
-                keys = dict(self.keys)
-            if not keys:
+                checks = dict(self.checks)
+            if not checks:
                 continue
             try:
                 with self.app.app_context():
-                    gone = {key_id for key_id, key in keys.items()
-                            if getattr(caller_of(key), "key_id", None) != key_id}
+                    gone = {holder for holder, still_valid in checks.items() if not still_valid()}
             except SQLAlchemyError as error:
                 log.warning("live feed: keys not checked (%s); trying again", type(error).__name__)
                 continue
             if gone:
                 with self.condition:
-                    self.revoked |= gone & self.keys.keys()
+                    self.revoked |= gone & self.checks.keys()
                     self.condition.notify_all()
 
     def _pause(self, delay):

@@ -7,6 +7,8 @@ further behind than the hub keeps.
 """
 
 import logging
+import select
+import socket
 import time
 
 from flask import current_app
@@ -36,13 +38,32 @@ def event(entry, status, full):
     return text
 
 
+def client_gone(environ):
+    """Whether the client of a waiting stream or long poll has closed its connection: its socket reads as
+    at its end. gunicorn hands the connection's socket to the app in the environ (gunicorn.socket); under
+    another server nothing can tell (None), and a closed stream ends at its next write."""
+    connection = environ.get("gunicorn.socket")
+    if connection is None:
+        return None
+
+    def gone():
+        try:
+            readable, _, _ = select.select([connection], [], [], 0)  # gevent's, cooperative, under its worker
+            return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):  # closed under us
+            return True
+
+    return gone
+
+
 class Follower:
     """One client following the feed after `position`: it reads its entries and waits for more, until the
-    hub closes or finds its key no longer valid."""
+    hub closes or finds its holder (the key's id, or the console session's: see live.Hub.follow) no
+    longer valid."""
 
-    def __init__(self, hub, position, limit, full, caller, client_gone=None):
+    def __init__(self, hub, position, limit, full, holder, client_gone=None):
         self.hub, self.position, self.limit, self.full = hub, position, limit, full
-        self.key_id = caller.key_id
+        self.holder = holder
         # Whether the client has gone (closed its connection), where the server can tell; else never.
         self.client_gone = client_gone or (lambda: False)
         # The log's end as the client arrived. The hub keeps each buffered entry with its identity's status
@@ -64,14 +85,14 @@ class Follower:
         while True:
             if self.hub.closed:
                 return CLOSED
-            if self.key_id in self.hub.revoked:  # the hub checks the keys of the clients it holds
+            if self.holder in self.hub.revoked:  # the hub checks the holders of the clients it holds
                 return REVOKED
             if self.client_gone():
                 return GONE
             remaining = until - time.monotonic()
             if remaining <= 0:
                 return TIME
-            if self.hub.wait(self.position, min(remaining, CLIENT_CHECK_SECONDS), self.key_id):
+            if self.hub.wait(self.position, min(remaining, CLIENT_CHECK_SECONDS), self.holder):
                 return ENTRY
 
     def longpoll(self, seconds):

@@ -169,3 +169,22 @@ def deliveries(webhook_id):
     ).scalars().all()
     db.session.commit()
     return rows
+
+
+# How many entries behind a webhook are counted exactly; past that, "more than" this many.
+BACKLOG_COUNTED = 100_000
+
+
+def backlog(webhook):
+    """How far `webhook` is behind the feed: (the entries after its position, counted up to
+    BACKLOG_COUNTED + 1; when the oldest of them was appended, or None when it is up to date)."""
+    waiting = select(Change.seq, Change.at).where(Change.seq > webhook.position).order_by(Change.seq)
+    oldest = db.session.execute(waiting.limit(1)).first()
+    if oldest is None:
+        db.session.commit()
+        return 0, None
+    entries = db.session.execute(
+        select(func.count()).select_from(waiting.limit(BACKLOG_COUNTED + 1).subquery())
+    ).scalar()
+    db.session.commit()
+    return entries, oldest.at

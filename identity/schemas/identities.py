@@ -1,6 +1,8 @@
 """Identities: create, read, change (an Admin's curation), browse and search."""
 
+from flask import current_app
 from marshmallow import RAISE, Schema, ValidationError, fields, pre_load, validate, validates_schema
+from werkzeug.http import generate_etag
 
 from ..core import content
 from .common import RecordSchema, UserSchema
@@ -269,6 +271,14 @@ identity_schema = IdentitySchema()
 identity_list_args_schema = IdentityListArgsSchema()
 identity_page_schema = IdentityPageSchema()
 identity_patch_schema = IdentityPatchSchema()
+
+
+
+def identity_etag(identity):
+    """The ETag of `identity` (a mapping, as identities.get_identity's) as GET serves it: the hash of the
+    very body. The API's If-Match and the console's Take down and Restore compare it."""
+    return generate_etag(current_app.json.dumps(identity_schema.dump(identity)).encode())
+
 
 # Build check_normalizable's pattern now, with the app, rather than in the first request that needs it.
 content.check_normalizable("\u0301")

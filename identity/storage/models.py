@@ -255,3 +255,18 @@ class Lease(db.Model):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     holder: Mapped[str] = mapped_column(String(128))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ConsoleSession(db.Model):
+    """A sign-in to the Admin console (identity.core.sessions): its cookie carries a random token, of which
+    only the SHA-256 is kept here, and the session works while its key does, for 12 hours at most."""
+
+    __tablename__ = "console_sessions"
+
+    # The SHA-256 of the cookie's token, in hex: a copy of this table opens no session.
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    # What every form of the session carries and every change is checked against (synchronizer token).
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

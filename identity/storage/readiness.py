@@ -108,13 +108,20 @@ def _check_sqlite_writes():
 SCHEMA_CHECKED = "identity_schema_current"
 
 
+def revisions():
+    """(the database's migration revisions, the latest this code has): the same set when its schema is
+    current (DBAPIError when it does not answer)."""
+    with db.engine.connect() as connection:
+        current = frozenset(MigrationContext.configure(connection).get_current_heads())
+    return current, _head()
+
+
 def schema_state():
     """Raise SchemaNotCurrent unless the database's schema is at the latest migration (DBAPIError when
     it does not answer)."""
-    with db.engine.connect() as connection:
-        current = frozenset(MigrationContext.configure(connection).get_current_heads())
-    if current != _head():
-        raise SchemaNotCurrent(current, _head())
+    current, head = revisions()
+    if current != head:
+        raise SchemaNotCurrent(current, head)
 
 
 def require_latest_schema(exempt=frozenset()):

@@ -1,8 +1,6 @@
 """The change log: one identity's history, and the feed of every identity's changes."""
 
 import math
-import select
-import socket
 import time
 
 from flask import current_app, request, stream_with_context
@@ -10,6 +8,7 @@ from marshmallow import RAISE
 
 from ..core import history
 from ..core.errors import IdentityNotFound
+from ..core.keys import caller_of
 from ..feed import live, streams
 from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, LastEventIdSchema
 from ..storage.database import db
@@ -77,21 +76,22 @@ def _answer(args, last_event_id, caller):
     db.session.commit()
     hub = live.hub_of(current_app)
     cap = limits.open_streams(current_app).hold(caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
-    unfollow = hub.follow(request.headers[HEADER], caller.key_id)
+    key = request.headers[HEADER]
+    unfollow = hub.follow(caller.key_id, lambda: getattr(caller_of(key), "key_id", None) == caller.key_id)
 
     def release():
         unfollow()
         cap()
 
-    gone = _client_gone(request.environ)
+    gone = streams.client_gone(request.environ)
     if feed == "longpoll":
         try:
-            follower = streams.Follower(hub, args["after"], args["limit"], full, caller, gone)
+            follower = streams.Follower(hub, args["after"], args["limit"], full, caller.key_id, gone)
             return follower.longpoll(_seconds(args.get("timeout"), LONGPOLL_TIMEOUT_MS))
         finally:
             release()
     start = args["after"] if last_event_id is None else last_event_id
-    follower = streams.Follower(hub, start, args["limit"], full, caller, gone)
+    follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone)
     until = time.monotonic() + _seconds(args.get("timeout"), math.inf)
     response = current_app.response_class(
         stream_with_context(follower.events(until, args["heartbeat"] / 1000)),
@@ -101,24 +101,6 @@ def _answer(args, last_event_id, caller):
     )
     response.call_on_close(release)  # whether or not the stream ever started
     return response
-
-
-def _client_gone(environ):
-    """Whether the client of a waiting stream or long poll has closed its connection: its socket reads as
-    at its end. gunicorn hands the connection's socket to the app in the environ (gunicorn.socket); under
-    another server nothing can tell, and a closed stream ends at its next write."""
-    connection = environ.get("gunicorn.socket")
-    if connection is None:
-        return None
-
-    def gone():
-        try:
-            readable, _, _ = select.select([connection], [], [], 0)  # gevent's, cooperative, under its worker
-            return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):  # closed under us
-            return True
-
-    return gone
 
 
 def _seconds(milliseconds, default):

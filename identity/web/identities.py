@@ -13,6 +13,7 @@ from ..schemas import (
     IMMUTABLE,
     IdentityContentSchema,
     identity_create_schema,
+    identity_etag,
     identity_list_args_schema,
     identity_page_schema,
     identity_patch_schema,
@@ -184,17 +185,12 @@ def patch_identity(changes, identity_id):
     accepted too. Also served at /identities/{identity_id}.
     """
     if_match = request.if_match
-    holds = (lambda identity: if_match.contains(_etag(identity))) if if_match else None
+    holds = (lambda identity: if_match.contains(identity_etag(identity))) if if_match else None
     identity = curation.update_identity(identity_id, changes, current_caller().wallet, precondition=holds)
     response = current_app.json.response(identity_schema.dump(identity))
     response.set_etag(generate_etag(response.get_data()))
     response.headers["Cache-Control"] = "private"
     return response
-
-
-def _etag(identity):
-    """The ETag GET sends for `identity`: the hash of the very body it serves."""
-    return generate_etag(current_app.json.dumps(identity_schema.dump(identity)).encode())
 
 
 LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], "next": None}

@@ -1,0 +1,61 @@
+"""The change feed: the latest entries, listed by the page itself (so it works with JavaScript off), then
+followed live by the page's script through an event stream of the console's own, authenticated by the
+session cookie, that waits on the same hub and Follower as GET /changes?feed=eventsource.
+
+The stream ends when the session does: the hub asks the session again every second (sign-out, its key
+revoked or expired, its 12 hours), as it asks an API key.
+"""
+
+import math
+
+from flask import current_app, g, request, stream_with_context
+
+from ..core import history, sessions
+from ..feed import live, streams
+from ..storage.database import db
+from . import bp
+from .guard import COOKIE
+from .pages import render
+
+LATEST = 50
+HEARTBEAT_SECONDS = 15.0
+MAX_SEQ = 2**53 - 1
+
+
+def _seq(text):
+    """A sequence number given as text (Last-Event-ID, after), or None for none or a malformed one."""
+    if text and text.isdigit() and len(text) <= 16 and int(text) <= MAX_SEQ:
+        return int(text)
+    return None
+
+
+@bp.route("/changes")
+def changes_page():
+    """The latest entries of the change feed, newest first; the page's script adds the next ones as they
+    commit."""
+    head = history.head()
+    entries = [whole for whole, _ in history.entries_after(max(head - LATEST, 0), LATEST)]
+    return render("changes.html", entries=list(reversed(entries)), head=head)
+
+
+@bp.route("/changes/stream")
+def change_stream():
+    """The feed after `after` as Server-Sent Events, whole entries (an Admin's view), for the page's script."""
+    positions = (_seq(request.headers.get("Last-Event-ID")), _seq(request.args.get("after")))
+    start = next((seq for seq in positions if seq is not None), None)
+    if start is None:
+        start = history.head()
+    token = request.cookies.get(COOKIE)
+    holder = "console session " + g.session.id  # the hub lets its clients go when the session ends
+    # The session's lookup left the request's session in a transaction: its connection goes back now.
+    db.session.commit()
+    hub = live.hub_of(current_app)
+    unfollow = hub.follow(holder, lambda: sessions.session_of(token) is not None)
+    follower = streams.Follower(hub, start, LATEST, True, holder, streams.client_gone(request.environ))
+    response = current_app.response_class(
+        stream_with_context(follower.events(math.inf, HEARTBEAT_SECONDS)),
+        mimetype="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+    response.call_on_close(unfollow)
+    return response

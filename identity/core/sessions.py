@@ -1,0 +1,123 @@
+"""Sessions of the Admin console: a sign-in with an Admin key that lasts, so that the key is pasted once
+and never travels again.
+
+The browser holds a random token (32 bytes); the database holds its SHA-256, the id of the key that
+signed in, and the session's CSRF token. Each use of a session reads it with its key and checks both
+in one statement: the session is refused as soon as it has ended (sign-out, SESSION_SECONDS) or its
+key stopped working (revoked, rotated out, expired; keys.live decides), on every worker and node at
+once, with no cache to wait for.
+"""
+
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import bindparam, delete, select
+
+from ..storage.database import one_statement, write_transaction
+from ..storage.models import ApiKey, ConsoleSession, User, utcnow
+from .errors import ServiceError
+from .keys import Caller, caller_of, live
+from .users import USER_COLUMNS
+
+SESSION_SECONDS = 12 * 3600
+# Sign-ins are logged with the key's id and the wallet; never the key, nor a session's token.
+log = logging.getLogger(__name__)
+
+
+class SignInRefused(ServiceError):
+    """The key cannot open a console session; `admin_only` tells a valid key of another role apart."""
+
+    def __init__(self, detail, admin_only=False):
+        super().__init__(detail)
+        self.admin_only = admin_only
+
+
+UNKNOWN_KEY = (
+    "This key does not work: it is unknown, revoked or expired. Paste an Admin key; "
+    "`flask --app app keys create --wallet ADDRESS --role Admin` issues one."
+)
+NOT_ADMIN = (
+    "This is a User key: the console is for Admins, and a User key may not see it. Sign in with a key of "
+    "an Admin (an Admin issues one on the Keys page, with POST /keys, or with "
+    "`flask --app app keys create --wallet ADDRESS --role Admin`)."
+)
+
+
+@dataclass(frozen=True)
+class Session:
+    """A live console session: its id (the hash of its token), who is signed in (the key's Caller), the
+    token its forms carry, and when it ends at the latest."""
+
+    id: str
+    caller: Caller
+    csrf_token: str
+    expires_at: datetime
+
+
+def _digest(token):
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def open_session(key):
+    """Sign in with API key `key`: returns (token, Session), the token for the browser's cookie.
+
+    Raises SignInRefused for a key that does not work, or that is not an Admin's.
+    """
+    caller = caller_of(key)
+    if caller is None:
+        raise SignInRefused(UNKNOWN_KEY)
+    if caller.role != "Admin":
+        log.info("console sign-in refused to a %s key %s", caller.role, caller.key_id,
+                 extra={"key_id": caller.key_id, "wallet": caller.wallet})
+        raise SignInRefused(NOT_ADMIN, admin_only=True)
+    token, now = secrets.token_urlsafe(32), utcnow()
+    session = Session(_digest(token), caller, secrets.token_urlsafe(32), now + timedelta(seconds=SESSION_SECONDS))
+    with write_transaction() as db_session:
+        # Ended sessions go as new ones come: the table holds about as many rows as people signed in.
+        db_session.execute(delete(ConsoleSession).where(ConsoleSession.expires_at <= now))
+        db_session.add(ConsoleSession(id=session.id, key_id=caller.key_id, csrf_token=session.csrf_token,
+                                      created_at=now, expires_at=session.expires_at))
+    log.info("console sign-in by %s with key %s", caller.wallet, caller.key_id,
+             extra={"key_id": caller.key_id, "wallet": caller.wallet, "scope": caller.scope})
+    return token, session
+
+
+_SESSION_AND_KEY = (
+    select(ConsoleSession.csrf_token, ConsoleSession.expires_at, ApiKey.id, ApiKey.scope, *User.__table__.c)
+    .join(ApiKey, ConsoleSession.key_id == ApiKey.id)
+    .join(User, ApiKey.user_id == User.id)
+    .where(ConsoleSession.id == bindparam("session_id"), ConsoleSession.expires_at > bindparam("now"))
+)
+
+
+def session_of(token):
+    """The live Session whose cookie holds `token`, or None: unknown, signed out, past its 12 hours, or
+    its key no longer working."""
+    if not token or len(token) > 128:
+        return None
+    now, session_id = utcnow(), _digest(token)
+    query = _SESSION_AND_KEY.where(live(now))
+    with one_statement() as db_session:
+        row = db_session.execute(query, {"session_id": session_id, "now": now}).one_or_none()
+    if row is None:
+        return None
+    csrf_token, expires_at, key_id, scope, *user_values = row
+    user = dict(zip(USER_COLUMNS, user_values, strict=True))
+    caller = Caller(user["id"], key_id, user["wallet"], user["role"], scope, user)
+    return Session(session_id, caller, csrf_token, expires_at)
+
+
+def close_session(token):
+    """Sign out: the session with this token ends now, everywhere."""
+    if token and len(token) <= 128:
+        with write_transaction() as db_session:
+            db_session.execute(delete(ConsoleSession).where(ConsoleSession.id == _digest(token)))
+
+
+def holds_csrf_token(session, token):
+    """Whether a form's `token` is its session's (compared in constant time)."""
+    return bool(token) and hmac.compare_digest(session.csrf_token.encode(), token.encode("utf-8", "surrogatepass"))

@@ -89,7 +89,7 @@ def _resolve(host, parts, quiet):
     except (OSError, UnicodeError, ValueError) as error:
         if quiet:
             return []  # checked again, resolved, before each delivery
-        raise AddressRefused(f"The host {host} does not resolve ({error}); check the URL's host name.") from None
+        raise AddressRefused(f"not resolvable: the host {host} does not resolve ({error}); check the URL's host name.") from None
 
 
 def _checked_url(url):

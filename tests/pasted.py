@@ -34,8 +34,6 @@ MARKS = {
     "file with the IPLD libraries instead",
     "minutes": "runs for minutes (the benchmarks): `make bench` is its own job, never a test",
 }
-# Marks whose blocks a test may run, given what it has; the others are never run.
-RUNNABLE = {"sqlite", "postgresql", "stopped"}
 # A fence at the start of a line, or indented under a list item.
 _FENCE = re.compile(r"^[ \t]*```(sh|bash|shell)([^\n]*)\n(.*?)^[ \t]*```", flags=re.S | re.M)
 
@@ -72,6 +70,15 @@ def pages():
     return sorted(DOCS.glob("*.md"))
 
 
+def project_folder(path):
+    """A folder at `path` that pastes as the project's own does: its .venv and app.py are the project's (links),
+    and what the blocks write (exports, backups) stays in it, out of the project and of other tests' way."""
+    path.mkdir()
+    for name in (".venv", "app.py"):
+        (path / name).symlink_to(ROOT / name)
+    return path
+
+
 class BlockFailed(AssertionError):
     pass
 
@@ -83,7 +90,7 @@ class Shell:
 
     END = "@@ end of block"
 
-    def __init__(self, env, cwd=ROOT):
+    def __init__(self, env, cwd):
         self.folder = tempfile.TemporaryDirectory(prefix="identity-paste-")
         self.process = subprocess.Popen(
             ["bash", "--noprofile", "--norc"], cwd=cwd, env=env, text=True, stdin=subprocess.PIPE,
@@ -99,7 +106,7 @@ class Shell:
             self.lines.put(line)
         self.lines.put(None)
 
-    def run(self, text, name="a block", timeout=300):
+    def run(self, text, name="a block", timeout=120):
         """Paste `text`; returns what it printed (standard output and error). Raises BlockFailed when a command
         of it fails (the shell ends, as `set -e` wants) or it runs longer than `timeout` seconds."""
         token = uuid.uuid4().hex
@@ -120,15 +127,14 @@ class Shell:
             if line is None:
                 code = self.process.wait(timeout=10)
                 raise BlockFailed(f"{name} failed (exit status {code}):\n{text}\n--- it printed:\n{''.join(output)[-3000:]}")
-            if line.rstrip("\n") == f"{self.END} {token}":
+            end = f"{self.END} {token}\n"
+            if line.endswith(end):  # after the block's last output, on its line when that had no newline
+                output.append(line.removesuffix(end))
                 break
             output.append(line)
         printed = "".join(output)
         self.transcript.append((name, printed))
         return printed
-
-    def alive(self):
-        return self.process.poll() is None
 
     def close(self):
         if self.process.poll() is None:

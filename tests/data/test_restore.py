@@ -20,7 +20,7 @@ import requests
 
 from identity.storage.database import db
 from tests.live import BIN, ROOT, LiveServer, flask_cli, free_port
-from tests.pasted import DOCS, Shell, blocks
+from tests.pasted import DOCS, Shell, blocks, project_folder
 from tests.receiver import Receiver
 
 WEBHOOK_ENV = {
@@ -38,12 +38,11 @@ def procedure(backend):
 
 
 @pytest.fixture
-def shell(database_url):
+def shell(database_url, tmp_path):
     """A shell in the project folder where DATABASE_URL names the test's database, as an operator's does."""
-    with Shell({**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DATABASE_URL": database_url}) as shell:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DATABASE_URL": database_url}
+    with Shell(env, project_folder(tmp_path / "project")) as shell:
         yield shell
-        if shell.alive():
-            shell.run('rm -f -- "${BACKUP:-}" "${DUMP:-}"; rmdir instance/backups 2>/dev/null || true')
 
 
 def create(server, key, name):

@@ -10,16 +10,17 @@ before. Across any number of restores the sequence only grows.
 
 The steps, each of which leaves either the old database or the restored one in place:
 1. the backup is copied beside the database under a temporary name, and the copy is checked
-   (PRAGMA integrity_check, its schema's revision) and its sequence raised;
+   (PRAGMA integrity_check, its schema's revision);
 2. the old database is opened alone (an exclusive lock: the restore refuses while another process has it
    open), its highest number read, and its write-ahead log checkpointed into it and dropped, so that no
    -wal or -shm of the old file can be replayed over the restored one;
-3. the copy is renamed over the database.
+3. the copy's sequence is raised to that number, and the copy renamed over the database.
 """
 
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,50 +145,51 @@ def _issued(connection):
     return found.scalar() or 0
 
 
-class _alone:
-    """The database at `path` opened by this process alone, for the time of the swap: yields the highest seq
-    it ever issued (None when there is no database there). Its write-ahead log is checkpointed into the
-    file and removed, so no -wal is left to be replayed over the file that replaces it."""
+@contextmanager
+def _alone(path):
+    """The database at `path` opened by this process alone for the time of the swap; yields the highest seq it
+    ever issued (None when there is no database there). Its write-ahead log is taken into the file and
+    removed, so that no -wal is left to be replayed over the file that replaces it."""
+    if not path.exists():
+        yield None
+        return
+    # No wait for a lock: a lock held means another process has the database open.
+    engine = _engine(path, timeout=0)
+    try:
+        with engine.connect() as connection:
+            connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            try:
+                issued = _take_alone(connection)
+            except SQLAlchemyError as error:
+                raise _refusal(path, cause(error)) from None
+            yield issued  # the lock is held until the connection closes, after the swap
+    finally:
+        engine.dispose()
 
-    def __init__(self, path):
-        self.path = path
-        self.engine = self.connection = None
 
-    def __enter__(self):
-        if not self.path.exists():
-            return None
-        # No wait for a lock: a lock held means another process has the database open.
-        self.engine = _engine(self.path, timeout=0)
-        try:
-            self.connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            # Held until this connection closes, after the swap: no process opens the old file meanwhile.
-            self.connection.execute(text("PRAGMA locking_mode = EXCLUSIVE"))
-            self.connection.execute(text("BEGIN EXCLUSIVE"))
-            tables = inspect(self.connection).get_table_names()
-            issued = 0
-            if CHANGES in tables:
-                issued = max(_issued(self.connection), self.connection.execute(select(func.max(Change.seq))).scalar() or 0)
-            self.connection.execute(text("COMMIT"))
-            # Out of WAL mode: the log is checkpointed into the file and deleted.
-            self.connection.execute(text("PRAGMA journal_mode = DELETE"))
-            return issued
-        except SQLAlchemyError as error:
-            self.__exit__()
-            why = cause(error)
-            if why.startswith("locked"):
-                raise RestoreRefused(f"The database {self.path} is open in another process (the service, or a flask "
-                                     "command): stop every process that uses it, then restore again.") from None
-            raise RestoreRefused(
-                f"The database {self.path} cannot be read ({why}), so the restore cannot number later entries above "
-                f"the ones it issued. Move it away (mv {self.path} {self.path}.unreadable) and restore again: "
-                "followers beyond the backup's end are then told where the feed ends."
-            ) from None
+def _take_alone(connection):
+    # In exclusive locking mode the lock that BEGIN EXCLUSIVE takes is kept after its COMMIT, until the
+    # connection closes: no other process opens the old file meanwhile.
+    connection.execute(text("PRAGMA locking_mode = EXCLUSIVE"))
+    connection.execute(text("BEGIN EXCLUSIVE"))
+    issued = 0
+    if CHANGES in inspect(connection).get_table_names():
+        issued = max(_issued(connection), connection.execute(select(func.max(Change.seq))).scalar() or 0)
+    connection.execute(text("COMMIT"))
+    # Out of WAL mode: the log is checkpointed into the file and deleted.
+    connection.execute(text("PRAGMA journal_mode = DELETE"))
+    return issued
 
-    def __exit__(self, *exc):
-        if self.connection is not None:
-            self.connection.close()
-        if self.engine is not None:
-            self.engine.dispose()
+
+def _refusal(path, why):
+    if why.startswith("locked"):
+        return RestoreRefused(f"The database {path} is open in another process (the service, or a flask command): "
+                              "stop every process that uses it, then restore again.")
+    return RestoreRefused(
+        f"The database {path} cannot be read ({why}), so the restore cannot number later entries above the ones "
+        f"it issued. Move it away (mv {path} {path}.unreadable) and restore again: followers beyond the backup's "
+        "end are then told where the feed ends."
+    )
 
 
 def _raise_sequence(path, replaced_end):

@@ -84,8 +84,13 @@ def backup(path):
 
 @click.command("restore")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--issued-up-to", "issued_up_to", type=click.IntRange(0, 2**53 - 1), default=0, metavar="SEQ",
+    help="When the replaced database is lost: the highest seq that followers may hold (a receiver's last "
+    "webhook-id, a follower's position); later entries are numbered above it.",
+)
 @with_appcontext
-def restore(path):
+def restore(path, issued_up_to):
     """Put the backup at PATH (written by `flask backup`) in place of the SQLite database; stop the service first.
 
     The backup is checked (PRAGMA integrity_check, its schema's revision), the old database's write-ahead log
@@ -103,7 +108,9 @@ def restore(path):
         raise click.ClickException("DATABASE_URL names no SQLite file to restore into.")
     db.engine.dispose()  # this process keeps nothing of the old file open
     try:
-        restored = restoring.restore_sqlite(Path(database), path, ScriptDirectory.from_config(migrate.get_config()))
+        restored = restoring.restore_sqlite(
+            Path(database), path, ScriptDirectory.from_config(migrate.get_config()), issued_up_to
+        )
     except restoring.RestoreRefused as refused:
         raise click.ClickException(str(refused)) from None
     replaced = ("a database that had issued seq " + str(restored.replaced_end) if restored.replaced_end is not None
@@ -111,8 +118,13 @@ def restore(path):
     click.echo(f"Restored {path} ({restored.identities} identities, feed issued up to seq {restored.backup_end}) in "
                f"place of {replaced}; integrity check ok. The next entry of the feed is seq {restored.next_seq}.",
                err=True)
-    if restored.replaced_end is None:
-        click.echo("Followers whose position is beyond the backup's end get a 409 that names the feed's end.", err=True)
+    if restored.replaced_end is None and not issued_up_to:
+        click.echo(
+            f"No database was there to say how far the feed had numbered. Pollers and streams beyond seq "
+            f"{restored.backup_end} get a 409 that names the feed's end; webhook receivers cannot be told. If a "
+            "receiver may hold later entries, restore again with --issued-up-to its last seq, or register its "
+            "webhook again (new webhook-ids).", err=True,
+        )
     if not restored.current:
         click.echo(f"Its schema is at revision {restored.revision}, older than this code's: run `{upgrade_command()}` "
                    "before starting the service.", err=True)

@@ -47,17 +47,21 @@ class Restored:
     identities: int  # in the restored database
     backup_end: int  # the highest seq the backup had issued
     replaced_end: int | None  # the highest seq the replaced database had issued; None when there was none
+    issued_up_to: int  # a number the operator said was issued
     revision: str  # the restored schema's
     current: bool  # whether that is the code's latest
 
     @property
     def next_seq(self):
-        return max(self.backup_end, self.replaced_end or 0) + 1
+        return max(self.backup_end, self.replaced_end or 0, self.issued_up_to) + 1
 
 
-def restore_sqlite(database, backup, script):
+def restore_sqlite(database, backup, script, issued_up_to=0):
     """Put the backup at `backup` (a Path) in place of the SQLite database at `database` (a Path), whose
-    migrations are `script` (an Alembic ScriptDirectory); returns Restored. Raises RestoreRefused."""
+    migrations are `script` (an Alembic ScriptDirectory); returns Restored. Raises RestoreRefused.
+
+    `issued_up_to`: a number known to have been issued (when the replaced database is lost, what followers
+    hold); the next entry is numbered above it too."""
     backup = _checked_backup(backup, database)
     if not database.parent.is_dir():
         raise RestoreRefused(f"No folder {database.parent} to restore the database in; create it, or check DATABASE_URL.")
@@ -72,7 +76,7 @@ def restore_sqlite(database, backup, script):
                                  f"({error.filename}). Check the free space and permissions.") from None
         identities, backup_end, revision = _check_copy(partial, backup, script)
         with _alone(database) as replaced_end:
-            _raise_sequence(partial, replaced_end or 0)
+            _raise_sequence(partial, max(replaced_end or 0, issued_up_to))
             for suffix in COMPANIONS:
                 Path(f"{database}{suffix}").unlink(missing_ok=True)
             os.replace(partial, database)
@@ -80,7 +84,7 @@ def restore_sqlite(database, backup, script):
     finally:
         partial.unlink(missing_ok=True)
     current = revision in script.get_heads()
-    return Restored(identities, backup_end, replaced_end, revision, current)
+    return Restored(identities, backup_end, replaced_end, issued_up_to, revision, current)
 
 
 def _checked_backup(backup, database):

@@ -165,7 +165,7 @@ def test_a_restore_without_the_replaced_database_tells_followers_beyond_its_end(
     database.unlink()
     restored = run_flask(database_url, "restore", str(tmp_path / "backup.db"))
     assert restored.returncode == 0, restored.stderr
-    assert "409" in restored.stderr
+    assert "409" in restored.stderr and "--issued-up-to" in restored.stderr
     server.start()
     try:
         headers = {"x-api-key": admin_key}
@@ -179,6 +179,35 @@ def test_a_restore_without_the_replaced_database_tells_followers_beyond_its_end(
         assert answer.status_code == 409
         assert answer.json()["feed_end"] == backup_end
         assert "after=0" in answer.json()["detail"]
+
+
+@pytest.mark.sqlite_only
+def test_a_restore_without_the_replaced_database_numbers_above_the_seq_the_operator_gives(app, database_url, admin_key,
+                                                                                         tmp_path):
+    """A receiver logged webhook-id ..._5: given --issued-up-to 5, the next entry is 6, a number it never saw."""
+    database = Path(database_url.removeprefix("sqlite:///"))
+    server = LiveServer(database_url, workers=1).start()
+    try:
+        create(server, admin_key, "In the backup")
+        flask_cli(database_url, "backup", str(tmp_path / "backup.db"))
+        for n in range(3):
+            create(server, admin_key, f"Lost with the disk {n}")
+        end = entries(server, admin_key)[-1]["seq"]
+    finally:
+        server.stop()
+    let_go(app)
+    database.unlink()
+    restored = run_flask(database_url, "restore", str(tmp_path / "backup.db"), "--issued-up-to", str(end))
+    assert restored.returncode == 0, restored.stderr
+    assert f"The next entry of the feed is seq {end + 1}" in restored.stderr
+    server.start()
+    try:
+        later = create(server, admin_key, "After the restore")
+        waited = requests.get(f"{server.url}/changes", params={"after": end, "feed": "longpoll", "timeout": 5000},
+                              headers={"x-api-key": admin_key}, timeout=10)
+    finally:
+        server.stop()
+    assert [(entry["seq"], entry["identity_id"]) for entry in waited.json()["data"]] == [(end + 1, later)]
 
 
 def run_flask(database_url, *args):

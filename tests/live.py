@@ -49,11 +49,13 @@ class LiveServer:
     server stops. Files, not pipes: a pipe nobody reads fills up, and then the workers block on logging.
     """
 
-    def __init__(self, database_url, workers=2, env=None, output_dir=None):
+    def __init__(self, database_url, workers=2, env=None, output_dir=None, port=None):
         self.database_url = database_url
         self.workers = workers
         self.env = {**UNLIMITED, **(env or {})}
         self.process = None
+        # A given port is kept across stop() and start(), as a restarted service keeps its address.
+        self.fixed_port = port
         self.port = None
         self.keep_output = output_dir is not None
         self.output_dir = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="identity-live-"))
@@ -68,7 +70,7 @@ class LiveServer:
 
     def launch(self):
         """Start gunicorn without waiting for it; see wait_until_ready."""
-        self.port = free_port()
+        self.port = self.fixed_port or free_port()
         env = {
             **os.environ, "DATABASE_URL": self.database_url, "HOST": "127.0.0.1", "PORT": str(self.port),
             "WEB_CONCURRENCY": str(self.workers), "PROMETHEUS_MULTIPROC_DIR": str(self.output_dir / "metrics"),
@@ -76,6 +78,7 @@ class LiveServer:
         }
         if self.workers is None:  # as gunicorn.conf.py decides
             del env["WEB_CONCURRENCY"]
+        self.output_dir.mkdir(parents=True, exist_ok=True)  # again after a stop() that removed it
         with open(self.output_dir / "stdout", "ab") as stdout, open(self.output_dir / "stderr", "ab") as stderr:
             self.process = subprocess.Popen(
                 [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"],

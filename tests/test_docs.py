@@ -1,10 +1,13 @@
-"""The user documentation holds together: README.md stays a short guide, and its links to docs/ pages
-(and theirs to each other) lead somewhere, down to the section a link names."""
+"""The user documentation holds together: README.md stays a short guide, its links to docs/ pages (and theirs to
+each other) lead somewhere, down to the section a link names, and docs/configuration.md lists every setting."""
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
+
+from identity.config import settings_from_env
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -76,3 +79,69 @@ def test_a_link_to_a_missing_page_or_section_is_found(tmp_path):
         "```\n[in a code block](docs/ignored.md)\n```\n[outside](https://example.org/x.md)\n"
     )
     assert broken_links(page) == ["docs/gone.md", "docs/here.md#elsewhere"]
+
+
+# --- docs/configuration.md lists every setting ---------------------------------------------------------
+
+# Where the server reads the environment itself, outside the app's settings (identity/config.py).
+SERVER_FILES = [ROOT / "gunicorn.conf.py", *sorted((ROOT / "identity" / "server").glob("*.py"))]
+# The functions that read a variable named by their first argument (identity/config.py), besides os.environ.
+READERS = {"env_int", "log_level"}
+
+
+class RecordingEnvironment(dict):
+    """An environment, empty, that notes the name of every variable read from it."""
+
+    def __init__(self):
+        super().__init__()
+        self.read = set()
+
+    def get(self, name, default=None):
+        self.read.add(name)
+        return super().get(name, default)
+
+    def __getitem__(self, name):
+        self.read.add(name)
+        return super().__getitem__(name)
+
+
+def documented_settings():
+    """The variables that the tables of docs/configuration.md name in their first column."""
+    names = set()
+    for line in (DOCS / "configuration.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `"):
+            names |= set(re.findall(r"`([A-Z][A-Z0-9_]*)`", line.split("|")[1]))
+    return names
+
+
+def variables_read(path):
+    """The environment variables that the module at `path` reads by name: os.environ.get("X"),
+    os.environ["X"], and env_int("X", ...) or log_level("X", ...)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            function = node.func
+            named = function.id if isinstance(function, ast.Name) else ast.unparse(function)
+            if named in READERS or named == "os.environ.get":
+                names.add(node.args[0].value)
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
+            if isinstance(node.slice, ast.Constant):
+                names.add(node.slice.value)
+    return names
+
+
+def test_every_setting_the_app_reads_is_in_the_configuration_page():
+    environment = RecordingEnvironment()
+    settings_from_env(environment)
+    assert environment.read, "the recording saw no setting read"
+    assert sorted(environment.read - documented_settings()) == []
+
+
+@pytest.mark.parametrize("path", SERVER_FILES, ids=[path.name for path in SERVER_FILES])
+def test_every_variable_the_server_reads_is_in_the_configuration_page(path):
+    assert sorted(variables_read(path) - documented_settings()) == []
+
+
+def test_the_server_files_read_the_settings_the_page_says_they_read():
+    # The scan itself must find what gunicorn.conf.py reads, or the test above could pass on nothing.
+    assert {"PORT", "GUNICORN_TIMEOUT", "GUNICORN_BIND", "IDENTITY_LOG_LEVEL"} <= variables_read(SERVER_FILES[0])

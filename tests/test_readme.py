@@ -1,71 +1,104 @@
-"""The README's shell examples, pasted in order into one shell as a newcomer would, against a live server.
+"""The shell examples of the README and of every page of docs/, pasted as a newcomer would, against a live server.
 
-"Start here" is what the fixture does (`make run`: a migrated database, gunicorn, the venv's flask);
-every ```sh block from "## Using the API" on then runs as written, in one bash, with `set -euo pipefail`.
+"Start here" is what the test does itself (`make run`: a migrated database, gunicorn, the venv's flask). The
+README's ```sh blocks from "## Using the API" on then run as written, in order, in one bash with `set -euo
+pipefail`; then each page's blocks, in order, in a bash that has the variables the README's blocks set, pages
+in the order of their names. The shells work in a folder of their own whose .venv and app.py are the project's,
+so that what the blocks write stays out of the project. A block marked in its info string (tests/pasted.py, MARKS) runs only where the
+test has what its marks name: `sqlite` and `postgresql` blocks on that backend (this test runs on both),
+`stopped` blocks with the server stopped around them; `nginx`, `elsewhere`, `ipfs` and `minutes` blocks never.
 """
 
 import os
 import re
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.live import BIN, ROOT, LiveServer, flask_cli
+from tests.live import BIN, ROOT, LiveServer, free_port
+from tests.pasted import MARKS, Shell, blocks, pages, project_folder, readme_blocks
 
-README = ROOT / "README.md"
-END_OF_BLOCK = "@@ end of README block"
-
-
-def readme_blocks():
-    text = README.read_text()
-    after = text[text.index("## Using the API"):]
-    return re.findall(r"^```sh\n(.*?)^```", after, flags=re.S | re.M)
+FLASK = re.compile(r"(?<![\w./-])flask\s")
+PG_TOOLS = re.compile(r"\b(pg_dump|pg_restore|psql|pg_dumpall)\b[^\n]*")
 
 
-@pytest.fixture
-def served(tmp_path):
-    if not shutil.which("curl"):
-        pytest.skip("curl is missing: the README's examples use it")
-    if not (ROOT / ".venv" / "bin" / "flask").exists():
-        pytest.skip("the README's examples use .venv/bin/flask, which `make install` creates")
-    database_url = f"sqlite:///{tmp_path / 'identity.db'}"
-    flask_cli(database_url, "db", "upgrade")
-    server = LiveServer(database_url, workers=1).start()
-    yield server
-    server.stop()
+def every_block():
+    return readme_blocks() + [block for page in pages() for block in blocks(page)]
 
 
 def test_readme_has_the_examples_a_newcomer_pastes():
-    blocks = readme_blocks()
-    assert len(blocks) >= 8
-    joined = "\n".join(blocks)
+    found = readme_blocks()
+    assert len(found) >= 8
+    joined = "\n".join(block.text for block in found)
     for variable in ("BASE", "KEY", "ID", "WALLET", "NEXT", "ADMIN_KEY"):
         assert re.search(rf"^{variable}=", joined, flags=re.M), f"${variable} is never set"
-    assert "127.0.0.1:8000/" not in joined, "examples use $BASE"
 
 
-def test_readme_examples_run_in_order_as_written(served):
-    blocks = readme_blocks()
-    script = "set -euo pipefail\n" + "".join(f"{block}\necho '{END_OF_BLOCK} {n}'\n" for n, block in enumerate(blocks))
+@pytest.mark.parametrize("block", every_block(), ids=str)
+def test_every_block_pastes_as_written(block):
+    """The venv's flask, the README's $BASE rather than an address, a URL libpq reads, and marks that say why."""
+    assert block.marks <= set(MARKS), f"unknown marks {sorted(block.marks - set(MARKS))}; known: {sorted(MARKS)}"
+    if block.marks & {"elsewhere", "nginx"}:
+        return  # another machine's addresses and programs
+    assert not FLASK.search(block.text), "run the project's .venv/bin/flask, not whichever flask is on PATH"
+    assert not re.search(r"(127\.0\.0\.1|localhost):\d", block.text), "use $BASE, which the README sets"
+    for command in PG_TOOLS.finditer(block.text):
+        assert "DATABASE_URL" not in command.group(), "libpq does not read postgresql+psycopg://: give it $PG_URL"
+
+
+def test_the_readme_then_every_page_runs_in_order_as_written(database_url, backend, tmp_path):
+    if not shutil.which("curl"):
+        pytest.fail("curl is missing: the examples use it (Debian's curl package)")
+    if not (ROOT / ".venv" / "bin" / "flask").exists():
+        pytest.fail("the examples use .venv/bin/flask, which `make install` creates")
+    has = {backend, "stopped"}
+    server = LiveServer(database_url, workers=1, port=free_port()).start()
     env = {
-        **os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PORT": str(served.port),
-        "DATABASE_URL": served.database_url,
+        **os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PORT": str(server.port),
+        "DATABASE_URL": database_url,
     }
-    result = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    outputs = re.split(rf"{END_OF_BLOCK} \d+\n", result.stdout)
+    folder = project_folder(tmp_path / "project")
+    ran, skipped = [], []
     try:
-        assert result.returncode == 0, f"block {len(outputs) - 1} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-        assert len(outputs) == len(blocks) + 1
-        # No example answered a problem (every error body is problem details, "about:blank").
-        for n, output in enumerate(outputs[:-1]):
-            assert "about:blank" not in output, (n, blocks[n], output)
-        created = outputs[1]
-        identity_id = re.search(r'"identity_id":"(did:identity:ipfs:bafkrei[a-z2-7]{52})"', created).group(1)
-        # The content check prints the content_id, the last part of the identity_id.
-        assert identity_id.rsplit(":", 1)[1] in outputs[4].split()
+        with Shell(env, folder) as shell:
+            readme = [paste(shell, block, server, has, ran, skipped) for block in readme_blocks()]
+            check_the_readmes_answers(readme)
+            # What a shell holds after the README: its variables, for each page's own shell.
+            names = sorted({name for block in readme_blocks() for name in re.findall(r"^(\w+)=", block.text, re.M)})
+            state = shell.run(f"declare -p {' '.join(names)}", "the README's variables")
+        for page in pages():
+            with Shell(env, folder) as shell:
+                shell.run(state, "the README's variables")
+                for block in blocks(page):
+                    paste(shell, block, server, has, ran, skipped)
     finally:
-        for line in result.stdout.splitlines():
-            if re.fullmatch(r"/tmp/identity-[0-9-]+\.db", line):
-                Path(line).unlink(missing_ok=True)
+        server.stop()
+    assert ran, "no block ran"
+    print(f"{len(ran)} blocks ran; not run here: " + "; ".join(skipped))
+
+
+def paste(shell, block, server, has, ran, skipped):
+    """Run `block` in `shell` if this test has what its marks need; returns what it printed (None if not run)."""
+    missing = block.marks - has
+    if missing:
+        skipped.append(f"{block}: {', '.join(MARKS[mark] for mark in sorted(missing))}")
+        return None
+    if "stopped" in block.marks:
+        server.stop()
+    try:
+        printed = shell.run(block.text, str(block))
+    finally:
+        if "stopped" in block.marks:
+            server.start()
+    # No example answered a problem: every error body is problem details, of type "about:blank".
+    assert "about:blank" not in printed, f"{block} answered a problem:\n{block.text}\n--- it printed:\n{printed}"
+    ran.append(block)
+    return printed
+
+
+def check_the_readmes_answers(printed):
+    created = printed[1]
+    identity_id = re.search(r'"identity_id":"(did:identity:ipfs:bafkrei[a-z2-7]{52})"', created).group(1)
+    # The content check prints the content_id, the last part of the identity_id.
+    assert identity_id.rsplit(":", 1)[1] in printed[4].split()
+

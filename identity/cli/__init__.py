@@ -1,5 +1,5 @@
 """The command line, `flask --app app ...`: `keys` (issue, list, rotate, revoke), `identities` (curate, export,
-import, snapshot), `backup`, `db copy`, `check-database`, and `webhooks deliver` (a deliverer on its own).
+import, snapshot), `backup`, `restore`, `db copy`, `check-database`, and `webhooks deliver` (a deliverer on its own).
 One module per group; what they share is here."""
 
 import functools
@@ -30,6 +30,7 @@ def init_app(app):
     app.cli.add_command(check_database)
     app.cli.add_command(keys.keys)
     app.cli.add_command(data.backup)
+    app.cli.add_command(data.restore)
     app.cli.add_command(data.identities)
     app.cli.add_command(background.webhooks)
     migrate_commands.add_command(data.copy_database)

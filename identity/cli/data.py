@@ -1,5 +1,5 @@
-"""The data commands: `flask --app app backup PATH`, `identities ...` (curate, export, import, snapshot) and
-`db copy --to URL`."""
+"""The data commands: `flask --app app backup PATH`, `restore PATH`, `identities ...` (curate, export, import,
+snapshot) and `db copy --to URL`."""
 
 import os
 import sqlite3
@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import click
+from alembic.script import ScriptDirectory
 from flask.cli import with_appcontext
 
 from ..core import curation
@@ -15,9 +16,11 @@ from ..core.errors import IdentityNotFound
 from ..core.wallets import checksum_wallet
 from ..data import copy as dbcopy
 from ..data import exports, imports
+from ..data import restore as restoring
 from ..data import snapshot as car
 from ..schemas import STATUSES
-from ..storage.database import db
+from ..storage.database import db, migrate
+from ..storage.readiness import upgrade_command
 from . import CLI_WALLET, faults, interrupted, needs_database, progress, wallet_option, writing
 
 
@@ -35,8 +38,9 @@ def backup(path):
     url = db.engine.url
     if url.get_backend_name() != "sqlite":
         raise click.ClickException(
-            f"backup copies SQLite databases; this one is {url.get_backend_name()}. Use its own tool: "
-            "pg_dump, e.g. `pg_dump --format=custom --file=identity.dump \"$DATABASE_URL\"` (see docs/backup.md)."
+            f"backup copies SQLite databases; this one is {url.get_backend_name()}. Use its own tool, pg_dump, given "
+            "the URL as libpq reads it (postgresql://..., without +psycopg), e.g. in bash: "
+            "`pg_dump --format=custom --file=identity.dump \"${DATABASE_URL/+psycopg/}\"` (see docs/backup.md)."
         )
     source_path = url.database
     if not source_path or source_path == ":memory:" or not Path(source_path).is_file():
@@ -76,6 +80,55 @@ def backup(path):
         Path(partial).unlink(missing_ok=True)
     click.echo(f"Backed up {source_path} ({identities} identities) to {path}; integrity check ok.", err=True)
     click.echo(str(path))
+
+
+@click.command("restore")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--issued-up-to", "issued_up_to", type=click.IntRange(0, 2**53 - 1), default=0, metavar="SEQ",
+    help="When the replaced database is lost: the highest seq that followers may hold (a receiver's last "
+    "webhook-id, a follower's position); later entries are numbered above it.",
+)
+@with_appcontext
+def restore(path, issued_up_to):
+    """Put the backup at PATH (written by `flask backup`) in place of the SQLite database; stop the service first.
+
+    The backup is checked (PRAGMA integrity_check, its schema's revision), the old database's write-ahead log
+    is dropped so that it cannot be replayed over the restored file, and the feed's sequence is raised above
+    every number the replaced database issued: no seq, and so no webhook-id, ever names two entries.
+    """
+    url = db.engine.url
+    if url.get_backend_name() != "sqlite":
+        raise click.ClickException(
+            f"restore puts back SQLite backups; this database is {url.get_backend_name()}. Restore a pg_dump with "
+            "pg_restore, and raise the feed's sequence as docs/backup.md shows, so that no seq is used twice."
+        )
+    database = url.database
+    if not database or database == ":memory:":
+        raise click.ClickException("DATABASE_URL names no SQLite file to restore into.")
+    db.engine.dispose()  # this process keeps nothing of the old file open
+    try:
+        restored = restoring.restore_sqlite(
+            Path(database), path, ScriptDirectory.from_config(migrate.get_config()), issued_up_to
+        )
+    except restoring.RestoreRefused as refused:
+        raise click.ClickException(str(refused)) from None
+    replaced = ("a database that had issued seq " + str(restored.replaced_end) if restored.replaced_end is not None
+                else "no database (none was there)")
+    click.echo(f"Restored {path} ({restored.identities} identities, feed issued up to seq {restored.backup_end}) in "
+               f"place of {replaced}; integrity check ok. The next entry of the feed is seq {restored.next_seq}.",
+               err=True)
+    if restored.replaced_end is None and not issued_up_to:
+        click.echo(
+            f"No database was there to say how far the feed had numbered. Pollers and streams beyond seq "
+            f"{restored.backup_end} get a 409 that names the feed's end; webhook receivers cannot be told. If a "
+            "receiver may hold later entries, restore again with --issued-up-to its last seq, or register its "
+            "webhook again (new webhook-ids).", err=True,
+        )
+    if not restored.current:
+        click.echo(f"Its schema is at revision {restored.revision}, older than this code's: run `{upgrade_command()}` "
+                   "before starting the service.", err=True)
+    click.echo(database)
 
 
 @click.group()

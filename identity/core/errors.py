@@ -89,6 +89,21 @@ class PreconditionFailed(ServiceError):
         super().__init__(self.DETAIL)
 
 
+class BeyondFeedEnd(ServiceError):
+    """A position in the change feed above every number the feed ever issued: no entry will come after it.
+    `feed_end` is that highest number."""
+
+    def __init__(self, position, feed_end, name="after"):
+        super().__init__(
+            f"{name} {position} is beyond the end of this service's change feed: the highest seq it ever issued is "
+            f"{feed_end}, so no entry will come after {position}. The position is from before the service's database "
+            f"was restored from an older backup, or from another service. Read the feed again from after=0 and "
+            f"rebuild what you hold from it, or follow only new entries from after={feed_end}.",
+            feed_end=feed_end,
+        )
+        self.feed_end = feed_end
+
+
 class TooManyStreams(ServiceError):
     """The key holds as many streams and long polls of the change feed as IDENTITY_MAX_STREAMS_PER_KEY allows."""
 

@@ -12,11 +12,26 @@ the last statement before COMMIT, so it is held for one INSERT and the commit.
 """
 
 import orjson
-from sqlalchemy import ARRAY, BigInteger, String, bindparam, func, insert, literal, literal_column, select, text
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    String,
+    bindparam,
+    column,
+    func,
+    insert,
+    literal,
+    literal_column,
+    select,
+    table,
+    text,
+)
+from sqlalchemy.dialects.postgresql import REGCLASS
 
 from ..storage.database import db, note
 from ..storage.models import Change, Identity, utcnow
 from . import content
+from .errors import BeyondFeedEnd
 
 # Any fixed number, distinct from the migration's (migrations/env.py MIGRATION_LOCK).
 FEED_LOCK = 0x1D3_0015
@@ -111,8 +126,11 @@ def changes_of(identity_id, full):
 
 def feed(after, limit, full):
     """Up to `limit` entries of every identity with a sequence number above `after`, in order:
-    {"data": [...], "next_after": the last one's number, or `after` when there is none} (ChangeFeedSchema)."""
+    {"data": [...], "next_after": the last one's number, or `after` when there is none} (ChangeFeedSchema).
+    Raises BeyondFeedEnd when `after` is above every number the log ever issued."""
     data = [shown(entry, status, full) for entry, status in entries_after(after, limit)]
+    if not data:
+        check_position(after)
     return page(data, after)
 
 
@@ -134,6 +152,35 @@ def head():
     last = db.session.execute(select(func.max(Change.seq))).scalar()
     db.session.commit()
     return last or 0
+
+
+# SQLite's record of the highest number each AUTOINCREMENT table ever issued.
+_SQLITE_SEQUENCE = table("sqlite_sequence", column("name"), column("seq"))
+_ISSUED = {
+    "sqlite": select(_SQLITE_SEQUENCE.c.seq).where(_SQLITE_SEQUENCE.c.name == _CHANGES.name),
+    # NULL until the sequence first hands a number out.
+    "postgresql": select(func.pg_sequence_last_value(
+        func.pg_get_serial_sequence(_CHANGES.name, _CHANGES.c.seq.name).cast(REGCLASS)
+    )),
+}
+
+
+def issued_end():
+    """The highest sequence number the log ever issued, 0 when none: the last entry's, or more where a
+    restore raised the sequence above the numbers the database had issued before (identity.cli.restore),
+    so that no number ever names two entries."""
+    issued = db.session.execute(_ISSUED[db.session.get_bind().dialect.name]).scalar()
+    db.session.commit()
+    return issued or 0
+
+
+def check_position(position, name="after"):
+    """Raise BeyondFeedEnd when `position` is above every number the log ever issued: the entries that will
+    come would be numbered at or below it, and a client that asks for what follows it would miss them."""
+    if position > 0:
+        end = issued_end()
+        if position > end:
+            raise BeyondFeedEnd(position, end, name)
 
 
 def visible(change, status, full):

@@ -88,7 +88,7 @@ class WebhookRun:
             if self.next_attempt_at and not self.wait((self.next_attempt_at - utcnow()).total_seconds()):
                 return
             while self.deliverer.holding():
-                entries = history.feed(self.position, PAGE, full=True)["data"]
+                entries = [entry for entry, _ in history.entries_after(self.position, PAGE)]  # whole, as Admins see them
                 if not entries or not all(self.deliver(entry) for entry in entries):
                     break
             if self.pending:

@@ -1,6 +1,8 @@
 """A webhook's receiver, as the deliverer (identity.feed.delivery) reaches it: one POST per entry, signed
 by the Standard Webhooks scheme, on a kept-alive connection to an address that passed the check."""
 
+import socket
+import ssl
 import time
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -20,12 +22,43 @@ USER_AGENT = "identity-service-webhooks/1"
 
 
 def describe(error):
-    """A short phrase for a failed request: what a deliveries log shows."""
-    if isinstance(error, urllib3.exceptions.TimeoutError):
-        return f"no answer within {TIMEOUT:g} s"
-    if isinstance(error, urllib3.exceptions.NewConnectionError):
-        return "could not connect: " + str(error).rsplit(":", 1)[-1].strip()
+    """What the deliveries log says of a request that got no answer: refused, not resolvable, timed out, TLS
+    failed or connection lost, with what the error adds.
+
+    Named from the error and the errors it was raised from, not its class alone: urllib3's
+    NewConnectionError (a refused connection) and NameResolutionError are subclasses of its
+    ConnectTimeoutError, so the class would call a refusal a time-out."""
+    chain = _chain(error)
+
+    def found(*kinds):
+        return next((link for link in chain if isinstance(link, kinds)), None)
+
+    if cause := found(socket.gaierror):
+        return f"not resolvable: the receiver's host name does not resolve ({cause.strerror or cause})"
+    if cause := found(ssl.SSLCertVerificationError):
+        return f"TLS failed: the receiver's certificate was not accepted ({cause.verify_message or cause.reason})"
+    if cause := found(ssl.SSLError, urllib3.exceptions.SSLError):
+        return f"TLS failed: {getattr(cause, 'reason', None) or cause}"[:300]
+    if found(ConnectionRefusedError):
+        return "refused: nothing accepts connections at the receiver's address and port"
+    if found(urllib3.exceptions.ReadTimeoutError):
+        return f"timed out: no answer within {TIMEOUT:g} s"
+    if found(TimeoutError) or type(error) is urllib3.exceptions.ConnectTimeoutError:
+        return f"timed out: no connection within {TIMEOUT:g} s"
+    if found(urllib3.exceptions.ProtocolError, ConnectionResetError):
+        return "connection lost: the receiver closed the connection before it answered"
+    if cause := found(OSError):
+        return f"could not connect: {cause.strerror or cause}"[:300]
     return f"{type(error).__name__}: {error}"[:300]
+
+
+def _chain(error):
+    """`error` and the errors it was raised from, or while handling, outermost first."""
+    chain = []
+    while error is not None and error not in chain:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
 
 
 class Receiver:

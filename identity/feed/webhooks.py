@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from flask import current_app
 from sqlalchemy import delete, func, select
 
+from ..core import history
 from ..core.errors import InvalidFields, WebhookNotFound
 from ..storage.database import db, write_transaction
 from ..storage.models import Change, Webhook, WebhookDelivery, utcnow
@@ -88,7 +89,7 @@ def _resolve(host, parts, quiet):
     except (OSError, UnicodeError, ValueError) as error:
         if quiet:
             return []  # checked again, resolved, before each delivery
-        raise AddressRefused(f"The host {host} does not resolve ({error}); check the URL's host name.") from None
+        raise AddressRefused(f"not resolvable: the host {host} does not resolve ({error}); check the URL's host name.") from None
 
 
 def _checked_url(url):
@@ -106,22 +107,48 @@ def head():
     return db.session.execute(select(func.coalesce(func.max(Change.seq), 0))).scalar()
 
 
+def stalled(position, feed_end):
+    """Why a webhook at `position` cannot go on, or None: a position above every seq the feed ever issued
+    (the database restored from an older backup without the step that raises its sequence) waits for
+    numbers that the feed will give to other entries than those its receiver saw."""
+    if position <= feed_end:
+        return None
+    return (
+        f"Its position, {position}, is beyond the feed's end, {feed_end}: the database was restored from an older "
+        "backup without raising its sequence (docs/backup.md). Raise the sequence above it, or register the "
+        "webhook again (a new id, so new webhook-ids) and delete this one."
+    )
+
+
+def with_state(*webhooks):
+    """`webhooks`, each with its `stalled` (see stalled) for WebhookSchema; returns the first."""
+    feed_end = history.issued_end()
+    for webhook in webhooks:
+        webhook.stalled = stalled(webhook.position, feed_end)
+    return webhooks[0] if webhooks else None
+
+
 def register(url, description=None, after=None):
     """Register a webhook delivering the entries after `after` (default: the log's head); returns the
     Webhook, whose secret the caller shows once."""
+    url = _checked_url(url)
+    if after is not None and after > (feed_end := history.issued_end()):
+        raise InvalidFields({"after": [f"Beyond the feed's end, {feed_end}: nothing would come after it. Give "
+                                       f"{feed_end} or less, or leave it out to start at the feed's head."]})
     webhook = Webhook(
-        url=_checked_url(url), description=description, secret=new_secret(), active=True, attempts=0,
+        url=url, description=description, secret=new_secret(), active=True, attempts=0,
         position=head() if after is None else after,
     )
     with write_transaction() as session:
         session.add(webhook)
     log.info("webhook registered", extra={"webhook_id": webhook.id, "url": webhook.url, "after": webhook.position})
-    return webhook
+    return with_state(webhook)
 
 
 def all_webhooks():
     webhooks = db.session.execute(select(Webhook).order_by(Webhook.created_at, Webhook.id)).scalars().all()
     db.session.commit()
+    with_state(*webhooks)
     return webhooks
 
 
@@ -130,7 +157,7 @@ def get(webhook_id):
     db.session.commit()
     if webhook is None:
         raise WebhookNotFound()
-    return webhook
+    return with_state(webhook)
 
 
 def update(webhook_id, changes):
@@ -149,7 +176,7 @@ def update(webhook_id, changes):
         webhook.updated_at = utcnow()
     log.info("webhook changed", extra={"webhook_id": webhook.id, "changed": sorted(changes), "url": webhook.url,
                                        "active": webhook.active})
-    return webhook
+    return with_state(webhook)
 
 
 def remove(webhook_id):

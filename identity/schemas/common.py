@@ -3,7 +3,7 @@ that an identity's creator and a key's owner both are."""
 
 from marshmallow import Schema, fields
 
-from .fields import IDENTITY_ID_PATTERN, WALLET_PATTERN, Timestamp
+from .fields import IDENTITY_ID_PATTERN, MAX_SAFE_INTEGER, WALLET_PATTERN, Timestamp
 
 
 class RecordSchema(Schema):
@@ -41,6 +41,13 @@ class ProblemSchema(Schema):
         metadata={
             "pattern": IDENTITY_ID_PATTERN,
             "description": "409: the identity that holds this content; 410: the removed identity.",
+        }
+    )
+    feed_end = fields.Integer(
+        metadata={
+            "minimum": 0,
+            "maximum": MAX_SAFE_INTEGER,
+            "description": "409 of the change feed: the highest seq the feed ever issued, below the position asked for.",
         }
     )
     request_id = fields.String(metadata={"description": "5xx only: the request id that the logs carry."})

@@ -78,6 +78,11 @@ class WebhookSchema(Schema):
     )
     failing_since = Timestamp(required=True, allow_none=True, metadata={"description": "First failure of the streak."})
     next_attempt_at = Timestamp(required=True, allow_none=True, metadata={"description": "When the next retry is due."})
+    stalled = fields.String(
+        required=True, allow_none=True,
+        metadata={"description": "Why deliveries cannot go on, or null: a position beyond the feed's end (a restore "
+                  "of an older backup that did not raise the feed's sequence) says so, and what to do."},
+    )
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
 

@@ -7,7 +7,7 @@ from flask import current_app, request, stream_with_context
 from marshmallow import RAISE
 
 from ..core import history
-from ..core.errors import IdentityNotFound
+from ..core.errors import BeyondFeedEnd, IdentityNotFound
 from ..core.keys import caller_of
 from ..feed import live, streams
 from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, LastEventIdSchema
@@ -40,6 +40,12 @@ STREAM_QUERY = {
     "description": "An unknown or invalid query parameter or Last-Event-ID; errors names each.",
     "example": problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
 }
+BEYOND_END = {
+    "description": "`after` (or Last-Event-ID) is above every seq the feed ever issued, so no entry would ever "
+    "come after it: the position is from before a restore of an older backup, or from another service. "
+    "feed_end names the feed's end; read the feed again from after=0.",
+    "example": problem_body(409, str(BeyondFeedEnd(42, 6)), feed_end=6),
+}
 TOO_MANY_STREAMS = {
     **PROBLEMS[429],
     "description": PROBLEMS[429]["description"] + " Or the key holds IDENTITY_MAX_STREAMS_PER_KEY streams and "
@@ -54,7 +60,7 @@ TOO_MANY_STREAMS = {
 @blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
 @blp.arguments(LastEventIdSchema, location="headers", error_status_code=400)
 @blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
-@problems(400, 429, _400=STREAM_QUERY, _429=TOO_MANY_STREAMS)
+@problems(400, 409, 429, _400=STREAM_QUERY, _409=BEYOND_END, _429=TOO_MANY_STREAMS)
 def change_feed(args, headers):
     """Every Identity's changes after a sequence number, in order: poll with the last next_after, long-poll
     (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream)."""
@@ -71,6 +77,11 @@ def _answer(args, last_event_id, caller):
     full = caller.role == "Admin"
     if feed == "normal":
         return history.feed(args["after"], args["limit"], full)
+    # A stream resumes after Last-Event-ID when its client sends one (SSE's reconnection).
+    resumed = feed == "eventsource" and last_event_id is not None
+    start = last_event_id if resumed else args["after"]
+    # Never left waiting for numbers that will not come: a position beyond the feed's end is told so at once.
+    history.check_position(start, "Last-Event-ID" if resumed else "after")
     # The key's lookup left the request's session in a transaction: its connection goes back to the
     # pool now, not when the long poll answers or the stream ends.
     db.session.commit()
@@ -86,11 +97,10 @@ def _answer(args, last_event_id, caller):
     gone = streams.client_gone(request.environ)
     if feed == "longpoll":
         try:
-            follower = streams.Follower(hub, args["after"], args["limit"], full, caller.key_id, gone)
+            follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone)
             return follower.longpoll(_seconds(args.get("timeout"), LONGPOLL_TIMEOUT_MS))
         finally:
             release()
-    start = args["after"] if last_event_id is None else last_event_id
     follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone)
     until = time.monotonic() + _seconds(args.get("timeout"), math.inf)
     response = current_app.response_class(

@@ -94,6 +94,7 @@ WEBHOOK_EXAMPLE = {
     "attempts": 0,
     "failing_since": None,
     "next_attempt_at": None,
+    "stalled": None,
     "created_at": "2026-11-21T09:30:00.123456Z",
     "updated_at": "2026-11-21T09:30:00.123456Z",
 }

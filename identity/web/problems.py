@@ -121,6 +121,7 @@ STATUSES = {
     errors.WebhookNotFound: 404,
     errors.KeyNotLive: 409,
     errors.IdentityExists: 409,
+    errors.BeyondFeedEnd: 409,
     errors.IdentityRemoved: 410,
     errors.PreconditionFailed: 412,
     errors.InvalidFields: 422,

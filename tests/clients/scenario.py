@@ -198,6 +198,8 @@ class Scenario:
             401: lambda: self.op("get_identity").sync_detailed(unknown, client=self.client("idsk_wrong")),
             404: lambda: self.op("get_identity").sync_detailed(unknown, client=self.user),
             400: lambda: self.op("list_changes").sync_detailed(client=self.user, limit=0),
+            # A position beyond every seq the feed ever issued (a restore of an older backup, another service).
+            409: lambda: self.op("list_changes").sync_detailed(client=self.user, after=self.head + 1_000_000),
             403: lambda: create.sync_detailed(
                 client=self.user, body=models.IdentityCreate(display_name=f"Not mine {self.tag}", creator="0x" + "ab" * 20)
             ),
@@ -213,6 +215,7 @@ class Scenario:
             assert answer.status_code == status, (status, answer.content)
             self.problem(answer.parsed, status)
         assert self.problem_of(cases[400]()).errors.additional_properties["limit"]
+        assert self.problem_of(cases[409]()).feed_end >= self.head
         # A key with a small create budget: the budget spent, the next create is a 429 problem.
         limited = self.client(self.keys["limited"])
         for n in range(100):

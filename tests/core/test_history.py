@@ -10,7 +10,7 @@ from sqlalchemy import insert
 from identity.core import keys
 from identity.seed import create_identity, set_status
 from identity.storage.database import db
-from identity.storage.models import Identity, User
+from identity.storage.models import Change, Identity, User
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
@@ -125,8 +125,51 @@ def test_feed_limit_defaults_to_100_and_goes_to_1000(app, get, user_key):
     assert len(get("/changes", user_key, limit=1000).get_json()["data"]) == 101
 
 
-def test_feed_after_the_end_is_empty_and_keeps_after(get, user_key):
-    assert get("/changes", user_key, after=2**53 - 1).get_json() == {"data": [], "next_after": 2**53 - 1}
+def last_seq(get, key):
+    return get("/changes", key, limit=1000).get_json()["data"][-1]["seq"]
+
+
+def test_feed_at_its_end_is_empty_and_keeps_after(app, get, user_key):
+    create_identity(app, "The only one")
+    end = last_seq(get, user_key)
+    assert get("/changes", user_key, after=end).get_json() == {"data": [], "next_after": end}
+
+
+@pytest.mark.parametrize("feed", ["normal", "longpoll", "eventsource"])
+def test_a_position_beyond_every_seq_ever_issued_is_a_409_naming_the_feeds_end(app, get, user_key, feed):
+    """Nothing would ever come after it: the entries to come are numbered end + 1, end + 2, ... and a client
+    asking for those above end + 4 would miss them. Long polls and streams answer at once instead of waiting."""
+    create_identity(app, "The only one")
+    end = last_seq(get, user_key)
+    response = get("/changes", user_key, after=end + 4, feed=feed, timeout=60_000)
+    assert response.status_code == 409
+    assert response.content_type == "application/problem+json"
+    problem = response.get_json()
+    assert problem["feed_end"] == end
+    assert f"after {end + 4} is beyond the end" in problem["detail"] and "after=0" in problem["detail"]
+
+
+def test_a_stream_resuming_beyond_the_feeds_end_is_told_so(app, get, client, user_key):
+    create_identity(app, "The only one")
+    end = last_seq(get, user_key)
+    headers = {"x-api-key": user_key, "Accept": "text/event-stream", "Last-Event-ID": str(end + 1)}
+    response = client.get("/changes", headers=headers)
+    assert response.status_code == 409
+    assert response.get_json()["feed_end"] == end
+    assert response.get_json()["detail"].startswith(f"Last-Event-ID {end + 1} is beyond the end")
+
+
+def test_the_feeds_end_is_the_highest_seq_ever_issued_not_the_last_entry_left(app, get, user_key):
+    """Numbers are never reused: a seq issued once counts, even when its entry is gone (a restore raises the
+    sequence this way, identity.data.restore)."""
+    create_identity(app, "One")
+    create_identity(app, "Two")
+    end = last_seq(get, user_key)
+    with app.app_context():
+        db.session.execute(Change.__table__.delete().where(Change.seq == end))
+        db.session.commit()
+    assert get("/changes", user_key, after=end).get_json() == {"data": [], "next_after": end}
+    assert get("/changes", user_key, after=end + 1).get_json()["feed_end"] == end
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,10 @@
-"""`flask --app app backup PATH` and the restore of docs/backup.md, against a serving, writing gunicorn."""
+"""`flask --app app backup PATH` against a serving, writing gunicorn (its restore: test_restore.py)."""
 
 import os
 import sqlite3
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import requests
@@ -120,36 +119,3 @@ def test_backup_on_postgresql_exits_non_zero_and_points_to_pg_dump(database_url,
     assert result.returncode != 0
     assert "pg_dump" in result.stderr
     assert not (tmp_path / "copy.db").exists()
-
-
-def test_the_documented_restore_brings_back_the_backup_and_nothing_of_the_old_write_ahead_log(database_path, tmp_path):
-    database_url = f"sqlite:///{database_path}"
-    key = issue(database_url)
-    server = LiveServer(database_url, workers=None).start()
-    copy = tmp_path / "identity-backup.db"
-    try:
-        kept = create(server, key, "In the backup")
-        assert run_backup(database_url, copy).returncode == 0
-        lost = create(server, key, "After the backup")
-    finally:
-        # The worst case: the service dies, and leaves its write-ahead log and shared memory behind.
-        server.kill()
-    leftovers = [Path(f"{database_path}-wal"), Path(f"{database_path}-shm")]
-    assert any(path.exists() for path in leftovers)
-
-    # docs/backup.md, "Restore": service stopped; the file in place; stale -wal and -shm removed; start.
-    restored_copy = tmp_path / "restore-me.db"
-    restored_copy.write_bytes(copy.read_bytes())
-    os.replace(restored_copy, database_path)
-    for path in leftovers:
-        path.unlink(missing_ok=True)
-    server = LiveServer(database_url, workers=None).start()
-    try:
-        headers = {"x-api-key": key}
-        assert requests.get(f"{server.url}/identity/{kept}", headers=headers, timeout=10).status_code == 200
-        assert requests.get(f"{server.url}/identity/{lost}", headers=headers, timeout=10).status_code == 404
-        create(server, key, "After the restore")
-    finally:
-        server.stop()
-    assert integrity(database_path) == ["ok"]
-    assert kept in stored_ids(database_path) and lost not in stored_ids(database_path)

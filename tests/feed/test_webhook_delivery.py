@@ -164,6 +164,19 @@ def test_a_private_address_is_refused_again_before_each_delivery(database_url, a
             delivery.stop(strict)
 
 
+def test_the_deliveries_log_says_a_closed_port_refused_the_connection(keyed, admin_key):
+    """Not "no answer within 10 s" after a millisecond: what happened (test_receiver.py tests every cause)."""
+    webhook = register(keyed, admin_key, f"http://127.0.0.1:{free_port()}/hook")
+    create_identities(keyed, 1)
+    delivery.start(keyed)
+    deadline = time.monotonic() + 30
+    while not _deliveries(keyed, admin_key, webhook["id"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    attempt = _deliveries(keyed, admin_key, webhook["id"])[-1]
+    assert attempt["status"] is None
+    assert attempt["error"] == "refused: nothing accepts connections at the receiver's address and port"
+
+
 def test_the_deliveries_log_keeps_the_latest_attempts(database_url, admin_key):
     app = make_app(database_url, **PRIVATE_OK, IDENTITY_WEBHOOK_DELIVERIES_KEPT=5)
     app.key = admin_key

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import jsonschema_rs
 import pytest
+from sqlalchemy import update
+
+from identity.storage.database import db
+from identity.storage.models import Webhook
 
 PUBLIC_URL = "https://hooks.example.com/identity"
 
@@ -51,6 +55,31 @@ def test_a_webhook_starts_at_the_logs_head_unless_after_says(admin, create):
     head = admin("GET", "/changes?after=0&limit=1000").json["data"][-1]["seq"]
     assert admin("POST", "/webhooks", {"url": PUBLIC_URL}).json["position"] == head
     assert admin("POST", "/webhooks", {"url": PUBLIC_URL, "after": 0}).json["position"] == 0
+
+
+def test_a_registration_after_the_feeds_end_is_422_naming_it(admin, create):
+    assert create({"display_name": "Only"}).status_code == 201
+    end = admin("GET", "/changes?after=0&limit=1000").json["data"][-1]["seq"]
+    assert admin("POST", "/webhooks", {"url": PUBLIC_URL, "after": end}).status_code == 201
+    refused = admin("POST", "/webhooks", {"url": PUBLIC_URL, "after": end + 1})
+    assert refused.status_code == 422
+    assert list(refused.json["errors"]) == ["after"]
+    assert f"Beyond the feed's end, {end}" in refused.json["errors"]["after"][0]
+
+
+def test_a_webhook_whose_position_is_beyond_the_feeds_end_says_so(app, admin, create):
+    """As after a restore of an older backup that skipped the step raising the sequence: its receiver holds
+    numbers that the feed would give to other entries."""
+    assert create({"display_name": "Only"}).status_code == 201
+    end = admin("GET", "/changes?after=0&limit=1000").json["data"][-1]["seq"]
+    webhook = admin("POST", "/webhooks", {"url": PUBLIC_URL}).json
+    assert webhook["stalled"] is None
+    with app.app_context():
+        db.session.execute(update(Webhook).where(Webhook.id == webhook["id"]).values(position=end + 3))
+        db.session.commit()
+    for answer in (admin("GET", f"/webhooks/{webhook['id']}").json, admin("GET", "/webhooks").json["data"][0],
+                   admin("PATCH", f"/webhooks/{webhook['id']}", {"description": "x"}).json):
+        assert answer["stalled"].startswith(f"Its position, {end + 3}, is beyond the feed's end, {end}:")
 
 
 def test_user_key_gets_403_on_every_webhook_route(client, user_key, admin):

@@ -359,6 +359,9 @@ async function problems() {
   isProblem((await user.GET("/identity/{identity_id}", path)).error, 404);
   const invalid = isProblem((await user.GET("/changes", { params: { query: { limit: 0 } } })).error, 400);
   check(invalid.errors?.limit !== undefined, "the 400 names limit");
+  // A position beyond every seq the feed ever issued (a restore of an older backup, another service).
+  const beyond = isProblem((await user.GET("/changes", { params: { query: { after: head + 1000000 } } })).error, 409);
+  check(typeof beyond.feed_end === "number" && beyond.feed_end >= head, "the 409 names the feed's end");
   const other = { display_name: `Not mine ${tag}`, creator: "0x" + "ab".repeat(20) };
   isProblem((await user.POST("/identity", { body: other })).error, 403);
   isProblem((await user.POST("/identity", { body: { display_name: "Large", description: "x".repeat(70000) } })).error, 413);

@@ -137,11 +137,18 @@ def get_identity_content(identity_id):
     return conditional((identities.canonical_content(identity), identity["content_id"]))
 
 
+# OpenAPI links: what a client does next with the identity a 201 created.
+CREATED_LINKS = {"links": {
+    operation_id: {"operationId": operation_id, "parameters": {"identity_id": "$response.body#/identity_id"}}
+    for operation_id in ("getIdentity", "getIdentityContent", "listIdentityChanges", "updateIdentity")
+}}
+
+
 @blp.route("/identity", methods=["POST"], endpoint="create_identity")
 @alias("/identities", "/identity/", "/identities/", of="/identity", methods=["POST"])
 @auth.login_required
 @limits.creates
-@operation("createIdentity")
+@operation("createIdentity", responses={201: CREATED_LINKS})
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
 @problems(

@@ -182,12 +182,14 @@ class OpenStreams:
     across nodes when the rate limits' storage is shared) in the rate limits' own storage, against
     IDENTITY_MAX_STREAMS_PER_KEY.
 
-    A storage of counts knows no "open": each process adds what it holds to a window of WINDOW seconds, as
-    it opens them and, for those it still holds, once in every window (a thread, a greenlet under gevent,
-    looks every RECOUNT seconds while any is held). A key's count is the larger of the current window's and
-    the previous one's, so a process that has not yet added its streams to a new window is still counted.
-    A process that closes a stream takes it off the windows it added it to, at once; a process that dies
-    without closing them stops adding them, and its place frees itself within two windows (5 seconds).
+    A storage of counts knows no "open": counts live in windows of WINDOW seconds, and each process keeps
+    what it holds added to the current window and to the next one (as it opens them, and for those it still
+    holds at each look, every RECOUNT seconds while any is held: a thread, a greenlet under gevent). So when
+    a window begins, every process's streams are in it already, and a key's count is its current window's.
+    Opening adds first and takes itself off again when that is over the cap: of two processes opening at
+    once, the one that counts past the cap refuses. A process that closes a stream takes it off at once; a
+    process that dies without closing them stops adding them, and their places free themselves within two
+    windows (5 seconds).
     """
 
     WINDOW = 2.5
@@ -204,20 +206,18 @@ class OpenStreams:
         """Count one more stream of `key_id`; TooManyStreams when it would be over `cap`. Returns its release."""
         with self.lock:
             try:
-                window = self._recount()
-                storage = self.rate_limits.counts()
-                count = self._count(storage, key_id, window, 1)
+                storage, window, count = self._open(key_id)
             except StorageError as error:  # the shared storage failed: counted in memory meanwhile, as budgets are
                 self.rate_limits.shared_failed(error)
                 self.counted.clear()
-                window = self._recount()
-                storage = self.rate_limits.counts()
-                count = self._count(storage, key_id, window, 1)
+                storage, window, count = self._open(key_id)
             if count > cap:
                 self._add(storage, key_id, window, -1)
                 raise TooManyStreams(cap)
+            self._add(storage, key_id, window + 1, 1)
             self.held[key_id] = self.held.get(key_id, 0) + 1
-            self.counted[window][key_id] = self.counted[window].get(key_id, 0) + 1
+            for counted in (self.counted[window], self.counted[window + 1]):
+                counted[key_id] = counted.get(key_id, 0) + 1
             if self.recounting is None or not self.recounting.is_alive():
                 self.recounting = threading.Thread(target=self._recount_while_held, name="identity-streams", daemon=True)
                 self.recounting.start()
@@ -242,27 +242,25 @@ class OpenStreams:
 
         return release
 
-    def _count(self, storage, key_id, window, amount):
-        """Add `amount` to `key_id`'s count in `window`; returns the key's count (see the class)."""
-        now = self._add(storage, key_id, window, amount)
-        return max(now, storage.get(self._name(key_id, window - 1)))
+    def _open(self, key_id):
+        """(storage, the current window, `key_id`'s count in it with one more stream added)."""
+        storage = self.rate_limits.counts()
+        window = self._recount(storage)
+        return storage, window, self._add(storage, key_id, window, 1)
 
     def _add(self, storage, key_id, window, amount):
-        return storage.incr(self._name(key_id, window), int(3 * self.WINDOW) + 1, amount)
+        return storage.incr(f"{KEY_PREFIX}/streams/{key_id}/{window}", int(3 * self.WINDOW) + 1, amount)
 
-    @staticmethod
-    def _name(key_id, window):
-        return f"{KEY_PREFIX}/streams/{key_id}/{window}"
-
-    def _recount(self):
-        """The current window, this process's streams added to it if they are not yet (with the lock held)."""
+    def _recount(self, storage):
+        """The current window, this process's streams added to it and to the next where they are not yet (with
+        the lock held); earlier windows are forgotten, as no count reads them."""
         window = int(time.time() // self.WINDOW)
-        if window not in self.counted:
-            storage = self.rate_limits.counts()
-            for key_id, held in self.held.items():
-                self._add(storage, key_id, window, held)
-            self.counted = {seen: keys for seen, keys in self.counted.items() if seen == window - 1}
-            self.counted[window] = dict(self.held)
+        for upcoming in (window, window + 1):
+            if upcoming not in self.counted:
+                for key_id, held in self.held.items():
+                    self._add(storage, key_id, upcoming, held)
+                self.counted[upcoming] = dict(self.held)
+        self.counted = {seen: keys for seen, keys in self.counted.items() if seen >= window}
         return window
 
     def _recount_while_held(self):
@@ -273,9 +271,9 @@ class OpenStreams:
                     self.recounting = None
                     return
                 try:
-                    self._recount()
+                    self._recount(self.rate_limits.counts())
                 except (StorageError, OSError, ValueError) as error:
-                    self.counted.pop(int(time.time() // self.WINDOW), None)  # added again at the next look
+                    self.counted.clear()  # added again at the next look
                     log.warning("open streams not recounted (%s); trying again", type(error).__name__)
 
 

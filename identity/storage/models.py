@@ -1,4 +1,4 @@
-"""The database tables: users, their API keys, identities, their change log, and webhooks."""
+"""The database tables: users, their API keys, identities, their change log, webhooks, and sign-in nonces."""
 
 import uuid
 from datetime import UTC, datetime
@@ -145,6 +145,8 @@ class Identity(db.Model):
     is_user: Mapped[bool] = mapped_column(default=OFF_CHAIN["is_user"])
     user_conviction: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction"])
     user_conviction_value: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction_value"])
+    # The creator's EIP-712 signature of the content_id (identity.core.authorship), 0x and 130 hex digits; or null.
+    creator_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
 
     creator: Mapped[User] = relationship(lazy="joined")
 
@@ -255,3 +257,12 @@ class Lease(db.Model):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     holder: Mapped[str] = mapped_column(String(128))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SigninNonce(db.Model):
+    """A nonce issued for a sign-in with Ethereum, until a sign-in spends it or it expires (identity.core.signin)."""
+
+    __tablename__ = "signin_nonces"
+
+    nonce: Mapped[str] = mapped_column(String(32), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

@@ -39,6 +39,7 @@ from .keys import (
     UserWithCountSchema,
 )
 from .portable import IdentityImportSchema, identity_import_schema
+from .wallets import IdentityPreviewSchema, SignedInSchema, SigninNonceSchema, SigninSchema, TypedDataSchema
 from .webhooks import (
     MAX_SEQ,
     WEBHOOK_URL_DESCRIPTION,
@@ -77,6 +78,7 @@ __all__ = [
     "IdentityListArgsSchema",
     "IdentityPageSchema",
     "IdentityPatchSchema",
+    "IdentityPreviewSchema",
     "IdentitySchema",
     "IssuedKeySchema",
     "KeyCreateSchema",
@@ -87,7 +89,11 @@ __all__ = [
     "LastEventIdSchema",
     "MeSchema",
     "ProblemSchema",
+    "SignedInSchema",
+    "SigninNonceSchema",
+    "SigninSchema",
     "StatusSchema",
+    "TypedDataSchema",
     "UserSchema",
     "UserWithCountSchema",
     "WebhookCreateSchema",

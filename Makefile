@@ -32,6 +32,13 @@ upgrade: install
 	@$(FLASK) check-database --connection-only >/dev/null
 	$(FLASK) db upgrade
 
+# Sign-in with Ethereum names the address the server is reached at: this one (an IPv6 host in brackets, the
+# port left out when it is HTTP's default), unless the environment names another domain (whose URI is then
+# the service's default, https:// and the domain, unless IDENTITY_SIWE_URI says otherwise).
+SIWE_HOST := $(if $(findstring :,$(HOST)),[$(HOST)],$(HOST))$(if $(filter 80,$(PORT)),,:$(PORT))
+run dev: export IDENTITY_SIWE_DOMAIN ?= $(SIWE_HOST)
+run dev: export IDENTITY_SIWE_URI ?= $(if $(filter $(SIWE_HOST),$(IDENTITY_SIWE_DOMAIN)),http://$(SIWE_HOST))
+
 # exec: gunicorn takes the recipe shell's place, so a signal to make (kill, Ctrl-C) reaches gunicorn
 # itself and no server is left running behind a make that exited.
 run: upgrade

@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from identity import background, create_app
 from identity.core import keys
 from identity.storage.database import db
-from tests import postgres
+from tests import postgres, wallets
 from tests.live import UNLIMITED, free_port
 
 # pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py).
@@ -255,6 +255,13 @@ def create(client, user_key):
         return client.post(path, json=body, headers={"x-api-key": key or user_key})
 
     return post
+
+
+@pytest.fixture(scope="session")
+def ethers():
+    """ethers(requests) -> answers: an independent wallet, ethers run by node (tests/wallets/sign.mjs)."""
+    wallets.install()
+    return wallets.ethers
 
 
 @pytest.fixture(scope="session")

@@ -93,9 +93,10 @@ def issue_nonce():
     return {"nonce": nonce, "expires_at": expires_at, "domain": config.domain, "uri": config.uri}
 
 
-def sign_in(text, signature, scope="write", label=None):
+def sign_in(text, signature, scope=None, label=None):
     """Check the EIP-4361 message `text` and its personal_sign `signature` in the contract's order, and issue
-    a key for its wallet; returns the issued key's record with its `user` (see signed_in_record).
+    a key for its wallet, of `scope` (default write) and `label` (default DEFAULT_LABEL); returns the issued
+    key's record with its `user` (see signed_in_record).
 
     Raises InvalidMessage (check 1) or SigninRefused (checks 2 to 6).
     """
@@ -126,9 +127,10 @@ def sign_in(text, signature, scope="write", label=None):
     with write_transaction() as session:
         user = user_of_wallet(session, message.address, "User", now)
         session.execute(update(User).where(User.id == user["id"]).values(last_login=now))
-        key, api_key = add_key(session, user["id"], now, scope, label or DEFAULT_LABEL, expires_at, created_by=SIWE)
+        key, api_key = add_key(session, user["id"], now, scope or "write", label or DEFAULT_LABEL, expires_at,
+                               created_by=SIWE)
     key_log.info("key %s issued for %s by sign-in with Ethereum", api_key.id, message.address, extra={
-        "key_id": api_key.id, "wallet": message.address, "acting_wallet": SIWE, "scope": scope,
+        "key_id": api_key.id, "wallet": message.address, "acting_wallet": SIWE, "scope": api_key.scope,
     })
     return signed_in_record(key, api_key)
 

@@ -44,7 +44,9 @@ class SigninSchema(Schema):
         "description": "The wallet's personal_sign (EIP-191) signature of the message: 65 bytes, 0x and 130 hex "
         "digits. Contract wallets (EIP-1271) are not supported.",
     })
-    scope = fields.String(load_default="write", validate=validate.OneOf(SCOPES), metadata={
+    # No default in the schema: the document would then carry one, which openapi-typescript reads as a field
+    # every request must send. identity.core.signin writes write when it is left out.
+    scope = fields.String(validate=validate.OneOf(SCOPES), metadata={
         "description": "The issued key's scope: write (default) or read."
     })
     label = fields.String(

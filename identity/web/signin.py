@@ -99,5 +99,5 @@ def sign_in_with_ethereum(fields):
     The key expires at the message's Expiration Time, and no later than IDENTITY_SIWE_KEY_SECONDS (7 days)
     from now. No API key needed.
     """
-    signed_in = signin.sign_in(fields["message"], fields["signature"], fields["scope"], fields.get("label"))
+    signed_in = signin.sign_in(fields["message"], fields["signature"], fields.get("scope"), fields.get("label"))
     return signed_in, 201, {"Cache-Control": "no-store"}

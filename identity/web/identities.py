@@ -43,13 +43,14 @@ from .problems import problem_body
 
 
 class IdentityIdConverter(BaseConverter):
-    """The identity id of /identities/<identity_id>: any segment but `search`, the listing's own path.
+    """The identity id of /identity/<identity_id> and /identities/<identity_id>: any segment but `search` and
+    `preview`, paths of their own (GET /identities/search, POST /identity/preview).
 
-    Without it, PATCH /identities/search would reach the PATCH of an identity called "search" (and answer
-    415 or 404) where the contract wants 405 with Allow: GET, HEAD, OPTIONS.
+    Without it, PATCH /identities/search or PATCH /identity/preview would reach the PATCH of an identity of
+    that name (and answer 415, 422 or 404) where the contract wants 405 with Allow naming the path's methods.
     """
 
-    regex = r"(?!search(?![^/]))[^/]+"
+    regex = r"(?!(?:search|preview)(?![^/]))[^/]+"
 
 
 blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_id", IdentityIdConverter))
@@ -68,7 +69,7 @@ PREVIEW_EXAMPLE = {
 }
 
 
-@blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
+@blp.route("/identity/<identity_id:identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
 @alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>")
 @auth.login_required
 @limits.reads
@@ -189,7 +190,7 @@ def preview_identity(fields):
     return identities.preview_identity(fields, current_caller())
 
 
-@blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
+@blp.route("/identity/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
 @alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>", methods=["PATCH"])
 @auth.login_required(role="Admin")
 @limits.creates

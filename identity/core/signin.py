@@ -2,7 +2,8 @@
 
 Nonces are rows of signin_nonces, so that any worker or node accepts a nonce another issued. The first
 sign-in that names a nonce deletes its row, in one statement whose result decides: of two sign-ins with
-one nonce, only the one whose DELETE found the row goes on, whatever happens to it next. Issuing a nonce
+one nonce, only the one whose DELETE found the row may go on, and its key is issued in that same
+transaction (the one write of a sign-in, and so its cost on SQLite's write lock). Issuing a nonce
 first purges the expired ones, and refuses (TooManyNonces) while IDENTITY_SIWE_MAX_NONCES are waiting,
 so the table stays bounded whoever asks, and however often.
 
@@ -14,11 +15,12 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import timedelta
+from types import SimpleNamespace
 
 from flask import current_app
 from sqlalchemy import bindparam, delete, func, insert, select, update
 
-from ..storage.database import db, write_transaction
+from ..storage.database import write_transaction
 from ..storage.models import SigninNonce, User, utcnow
 from . import siwe
 from .errors import InvalidMessage, SigninOff, SigninRefused, TooManyNonces
@@ -98,7 +100,9 @@ def sign_in(text, signature, scope=None, label=None):
     a key for its wallet, of `scope` (default write) and `label` (default DEFAULT_LABEL); returns the issued
     key's record with its `user` (see signed_in_record).
 
-    Raises InvalidMessage (check 1) or SigninRefused (checks 2 to 6).
+    Raises InvalidMessage (check 1) or SigninRefused (checks 2 to 6). Checks 5 and 6 need no database: they
+    are worked out first, so that the nonce is spent and the key issued in one transaction; a refusal is
+    still the first failing check's, in the contract's order, and the nonce is spent whatever it is.
     """
     config = settings()
     try:
@@ -108,49 +112,49 @@ def sign_in(text, signature, scope=None, label=None):
     _check_domain(message, config)
     _check_chain(message, config)
     now = utcnow()
-    _spend(message, now)
-    try:
-        siwe.check_times(message, now)
-    except siwe.TimeCheckError as error:
-        raise _refused(5, message, f"{error.detail} Sign a new message, with a fresh nonce.") from None
-    try:
-        signer = siwe.recover_personal_sign(text, signature)
-    except SignatureError as error:
-        raise _refused(6, message, f"{error.detail} Send the wallet's personal_sign signature of the message's "
-                       "exact text.") from None
-    if signer != message.address:
-        raise _refused(6, message, f"The signature is not {message.address}'s: it recovers to another wallet. "
-                       "Sign the message with the wallet it names (contract wallets, EIP-1271, are not supported).")
-    expires_at = now + timedelta(seconds=config.key_seconds)
+    failure = _failed_times(message, now) or _failed_signature(message, text, signature)
+    key_expires_at = now + timedelta(seconds=config.key_seconds)
     if message.expiration_time is not None:
-        expires_at = min(expires_at, message.expiration_time)
+        key_expires_at = min(key_expires_at, message.expiration_time)
+    nonce_expires_at = issued = None
     with write_transaction() as session:
-        user = user_of_wallet(session, message.address, "User", now)
-        session.execute(update(User).where(User.id == user["id"]).values(last_login=now))
-        key, api_key = add_key(session, user["id"], now, scope or "write", label or DEFAULT_LABEL, expires_at,
-                               created_by=SIWE)
+        if len(message.nonce) == siwe.NONCE_LENGTH:  # any other length was never issued here
+            nonce_expires_at = session.execute(_SPEND, {"nonce": message.nonce}).scalar_one_or_none()
+        if nonce_expires_at is not None and nonce_expires_at > now and failure is None:
+            user = user_of_wallet(session, message.address, "User", now)
+            session.execute(update(User).where(User.id == user["id"]).values(last_login=now))
+            user["last_login"] = now
+            issued = add_key(session, user["id"], now, scope or "write", label or DEFAULT_LABEL, key_expires_at,
+                             created_by=SIWE)
+    if nonce_expires_at is None:
+        raise _refused(4, "The nonce was not issued by this service, or a sign-in used it already: ask GET "
+                       "/auth/nonce for a fresh one and sign a new message.", message)
+    if nonce_expires_at <= now:
+        raise _refused(4, "The nonce has expired (IDENTITY_SIWE_NONCE_SECONDS after it was issued): ask GET "
+                       "/auth/nonce for a fresh one and sign a new message.", message)
+    if failure is not None:
+        raise _refused(*failure, message)
+    key, api_key = issued
     key_log.info("key %s issued for %s by sign-in with Ethereum", api_key.id, message.address, extra={
         "key_id": api_key.id, "wallet": message.address, "acting_wallet": SIWE, "scope": api_key.scope,
     })
-    return signed_in_record(key, api_key)
+    return signed_in_record(key, api_key, user)
 
 
-def signed_in_record(key, api_key):
-    """A key just issued by sign-in: its record, its plaintext this once, and its user."""
-    user = db.session.get(User, api_key.user_id)
-    db.session.commit()
-    return {**key_record(api_key, user), "key": key, "user": user}
+def signed_in_record(key, api_key, user):
+    """A key just issued by sign-in: its record, its plaintext this once, and its user (a mapping of its columns)."""
+    return {**key_record(api_key, SimpleNamespace(**user)), "key": key, "user": user}
 
 
 def _check_domain(message, config):
     """Check 2: the message names this service's domain (and, when it names one, the scheme of its URI)."""
     if message.domain.lower() != config.domain.lower():
-        raise _refused(2, message, f"The message is for {message.domain}, not for this service, which signs in "
-                       f"at {config.domain}: sign a message whose first line names {config.domain}.")
+        raise _refused(2, f"The message is for {message.domain}, not for this service, which signs in at "
+                       f"{config.domain}: sign a message whose first line names {config.domain}.", message)
     scheme = config.uri.partition(":")[0].lower()
     if message.scheme is not None and message.scheme.lower() != scheme:
-        raise _refused(2, message, f"The message is for {message.scheme}://{message.domain}; this service signs in "
-                       f"at {scheme}://{config.domain}.")
+        raise _refused(2, f"The message is for {message.scheme}://{message.domain}; this service signs in at "
+                       f"{scheme}://{config.domain}.", message)
 
 
 def _check_chain(message, config):
@@ -158,25 +162,32 @@ def _check_chain(message, config):
     is the grammar's: check 1)."""
     if config.chain_ids is not None and message.chain_id not in config.chain_ids:
         accepted = ", ".join(map(str, config.chain_ids))
-        raise _refused(3, message, f"Chain ID {message.chain_id} is not one this service accepts ({accepted}): "
-                       "switch the wallet to one of them and sign again.")
+        raise _refused(3, f"Chain ID {message.chain_id} is not one this service accepts ({accepted}): switch the "
+                       "wallet to one of them and sign again.", message)
 
 
-def _spend(message, now):
-    """Check 4: the nonce was issued here, is unspent and unexpired; it is spent now, whatever follows."""
-    expires_at = None
-    if len(message.nonce) == siwe.NONCE_LENGTH:  # any other length was never issued here
-        with write_transaction() as session:
-            expires_at = session.execute(_SPEND, {"nonce": message.nonce}).scalar_one_or_none()
-    if expires_at is None:
-        raise _refused(4, message, "The nonce was not issued by this service, or a sign-in used it already: "
-                       "ask GET /auth/nonce for a fresh one and sign a new message.")
-    if expires_at <= now:
-        raise _refused(4, message, "The nonce has expired (IDENTITY_SIWE_NONCE_SECONDS after it was issued): "
-                       "ask GET /auth/nonce for a fresh one and sign a new message.")
+def _failed_times(message, now):
+    """Check 5, as (5, detail) when it fails: Issued At, Expiration Time and Not Before allow `now`."""
+    try:
+        siwe.check_times(message, now)
+    except siwe.TimeCheckError as error:
+        return 5, f"{error.detail} Sign a new message, with a fresh nonce."
+    return None
 
 
-def _refused(number, message, detail):
+def _failed_signature(message, text, signature):
+    """Check 6, as (6, detail) when it fails: the signature is personal_sign's of `text` by the message's wallet."""
+    try:
+        signer = siwe.recover_personal_sign(text, signature)
+    except SignatureError as error:
+        return 6, f"{error.detail} Send the wallet's personal_sign signature of the message's exact text."
+    if signer != message.address:
+        return 6, (f"The signature is not {message.address}'s: it recovers to another wallet. Sign the message "
+                   "with the wallet it names (contract wallets, EIP-1271, are not supported).")
+    return None
+
+
+def _refused(number, detail, message):
     """The refusal of check `number` for `message`, logged with its wallet (never the message or signature)."""
     check = CHECKS[number]
     log.info("sign-in of %s refused at check %d (%s)", message.address, number, check,

@@ -39,7 +39,14 @@ from .keys import (
     UserWithCountSchema,
 )
 from .portable import IdentityImportSchema, identity_import_schema
-from .wallets import IdentityPreviewSchema, SignedInSchema, SigninNonceSchema, SigninSchema, TypedDataSchema
+from .wallets import (
+    IdentityPreviewSchema,
+    SignedInSchema,
+    SigninNonceSchema,
+    SigninSchema,
+    TypedDataSchema,
+    signin_schema,
+)
 from .webhooks import (
     MAX_SEQ,
     WEBHOOK_URL_DESCRIPTION,
@@ -107,4 +114,5 @@ __all__ = [
     "identity_page_schema",
     "identity_patch_schema",
     "identity_schema",
+    "signin_schema",
 ]

@@ -108,3 +108,7 @@ class IdentityPreviewSchema(Schema):
     exists = fields.Boolean(required=True, metadata={"description": "Whether this content is an identity here already "
                                                                     "(a create would be 409)."})
     typed_data = fields.Nested(TypedDataSchema, required=True)
+
+
+# The body's schema as one instance: webargs makes an instance of a class for every request it parses.
+signin_schema = SigninSchema()

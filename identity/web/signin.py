@@ -6,7 +6,7 @@ from functools import wraps
 
 from ..core import signin
 from ..core.errors import SigninOff
-from ..schemas import SignedInSchema, SigninNonceSchema, SigninSchema
+from ..schemas import SignedInSchema, SigninNonceSchema, signin_schema
 from . import blp, limits
 from .keys import ISSUED_EXAMPLE, ME_EXAMPLE
 from .openapi import BODY, UNAVAILABLE, operation, problems
@@ -88,7 +88,7 @@ def get_signin_nonce():
 @signin_on
 @limits.signins
 @operation("signInWithEthereum", security=[])
-@blp.arguments(SigninSchema, example=SIGNIN_EXAMPLE)
+@blp.arguments(signin_schema, example=SIGNIN_EXAMPLE)
 @blp.response(201, SignedInSchema, example=SIGNED_IN_EXAMPLE, headers=NO_STORE,
               description="A key for the message's wallet, shown this once, and its user (a new wallet becomes a User).")
 @problems(BODY, 401, 404, 429, 503, _401=REFUSED, _404=OFF, _422=NOT_A_MESSAGE, _429=BUDGET)

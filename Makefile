@@ -63,7 +63,8 @@ lint: install-dev
 # The floor's only extra, orjson, is pinned in requirements.txt (make test checks the floor too);
 # wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (no 1M part;
 # bench/portable.py then measures export, import and snapshot at 20,000 identities instead of 1,000,000),
-# BENCH_QUICK=1 (a first look in about four minutes); bench/streams.py: BENCH_STREAMS, BENCH_STREAM_CREATES.
+# BENCH_QUICK=1 (a first look in about four minutes); bench/streams.py: BENCH_STREAMS, BENCH_STREAM_CREATES;
+# bench/signin.py: BENCH_SIGNINS, BENCH_CREATES.
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
@@ -72,6 +73,7 @@ bench: install-dev
 	$(BIN)/python bench/streams.py
 	$(BIN)/python bench/webhooks.py
 	$(BIN)/python bench/portable.py
+	$(BIN)/python bench/signin.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -7,12 +7,13 @@ budget, and the budget is named by the key's id, never by the key itself.
 
 A client's address is the peer's, unless the peer is a proxy trusted by FORWARDED_ALLOW_IPS (the nginx
 recipe's, on the same host by default): then it is the address that proxy saw, the last one it added
-to X-Forwarded-For (the ones before it are the client's own say). An IPv6 client counts by its /64,
+to X-Forwarded-For (the ones before it are the client's own say); a proxy on the service's Unix socket is
+trusted as gunicorn trusts it. An IPv6 client counts by its /64,
 which one host commonly holds whole.
 
 `limits` does the counting (fixed windows, in memory or in a shared storage such as Redis); this
-module is the Flask side of it, and only what the service needs: two budgets, named by key id,
-headers on every limited response, a 429 as problem details, and counting on in memory while a
+module is the Flask side of it, and only what the service needs: two budgets named by key id, two
+named by client address, headers on every limited response, a 429 as problem details, and counting on in memory while a
 shared storage does not answer.
 
 In memory means, under gunicorn.conf.py, in a file that every worker of the server maps
@@ -326,7 +327,7 @@ def _trusted(peer):
     try:
         address = ipaddress.ip_address(peer)
     except ValueError:
-        return False
+        return True  # a Unix socket's peer, which only the host's own processes can be: trusted, as gunicorn does
     return any(address in network for network in proxies if network.version == address.version)
 
 

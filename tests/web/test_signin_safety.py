@@ -76,6 +76,13 @@ def test_behind_a_trusted_proxy_the_budget_is_the_address_the_proxy_saw(client):
     assert nonce_from(client, "203.0.113.10").status_code == 200
 
 
+def test_a_proxy_on_the_unix_socket_is_trusted_as_gunicorn_trusts_it(client):
+    for _ in range(3):
+        assert nonce_from(client, "203.0.113.40", peer="").status_code == 200
+    assert nonce_from(client, "203.0.113.40", peer="").status_code == 429
+    assert nonce_from(client, "203.0.113.41", peer="").status_code == 200
+
+
 def test_an_untrusted_peer_cannot_name_another_address(client):
     for number in range(3):
         assert nonce_from(client, f"203.0.113.{number}", peer="198.51.100.9").status_code == 200

@@ -32,6 +32,13 @@ upgrade: install
 	@$(FLASK) check-database --connection-only >/dev/null
 	$(FLASK) db upgrade
 
+# Sign-in with Ethereum names the address the server is reached at: this one (an IPv6 host in brackets, the
+# port left out when it is HTTP's default), unless the environment names another domain (whose URI is then
+# the service's default, https:// and the domain, unless IDENTITY_SIWE_URI says otherwise).
+SIWE_HOST := $(if $(findstring :,$(HOST)),[$(HOST)],$(HOST))$(if $(filter 80,$(PORT)),,:$(PORT))
+run dev: export IDENTITY_SIWE_DOMAIN ?= $(SIWE_HOST)
+run dev: export IDENTITY_SIWE_URI ?= $(if $(filter $(SIWE_HOST),$(IDENTITY_SIWE_DOMAIN)),http://$(SIWE_HOST))
+
 # exec: gunicorn takes the recipe shell's place, so a signal to make (kill, Ctrl-C) reaches gunicorn
 # itself and no server is left running behind a make that exited.
 run: upgrade
@@ -58,6 +65,7 @@ lint: install-dev
 # bench/portable.py then measures export, import and snapshot at 20,000 identities instead of 1,000,000),
 # BENCH_QUICK=1 (a first look in about four minutes); bench/streams.py: BENCH_STREAMS, BENCH_STREAM_CREATES;
 # bench/console.py: BENCH_CONSOLE_IDENTITIES, BENCH_CONSOLE_REPEAT.
+# bench/signin.py: BENCH_SIGNINS, BENCH_CREATES.
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
@@ -67,6 +75,7 @@ bench: install-dev
 	$(BIN)/python bench/webhooks.py
 	$(BIN)/python bench/portable.py
 	$(BIN)/python bench/console.py
+	$(BIN)/python bench/signin.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -53,6 +53,7 @@ def export_lines(count, first=0, namespace=content.DEFAULT_NAMESPACE):
             "semantic": None,
             "external_reference": None,
             "creator": WALLETS[number % len(WALLETS)],
+            "creator_signature": None,
             "created_at": at,
             "updated_at": at,
             "num_positions": number % 7,

@@ -1,11 +1,14 @@
 """Settings, read once from the environment when the app is built."""
 
+import ipaddress
 import logging
 import os
 import re
 
 from limits import parse_many
 from sqlalchemy.engine import make_url
+
+from .core import uris
 
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9]+")
 _TRUE = {"1", "true", "yes", "on"}
@@ -77,6 +80,52 @@ def _rate_limit(environ, name, default):
     return value
 
 
+def _siwe_domain(environ):
+    """IDENTITY_SIWE_DOMAIN: an RFC 3986 authority (host, and its port when not the default), or None (off)."""
+    domain = (environ.get("IDENTITY_SIWE_DOMAIN") or "").strip()
+    if domain and (domain.startswith(("http:", "https:")) or uris.authority_problem(domain, host_required=True)):
+        raise ValueError("IDENTITY_SIWE_DOMAIN must be the host users sign in to, with its port when not the "
+                         f"default (e.g. identity.example.com or 127.0.0.1:8000), not {domain!r}")
+    return domain or None
+
+
+def _siwe_uri(environ):
+    uri = (environ.get("IDENTITY_SIWE_URI") or "").strip()
+    if uri and uris.uri_problem(uri):
+        raise ValueError(f"IDENTITY_SIWE_URI must be an absolute URI such as https://identity.example.com, not {uri!r}")
+    return uri or None
+
+
+def _chain_ids(environ, name):
+    """A comma-separated list of EIP-155 chain ids, or None (any chain) when unset."""
+    raw = (environ.get(name) or "").strip()
+    if not raw:
+        return None
+    items = [item.strip() for item in raw.split(",")]
+    if not all(item.isdigit() and item.isascii() and len(item) <= 78 for item in items):
+        raise ValueError(f"{name} must be chain ids in decimal digits separated by commas (e.g. 1,10), not {raw!r}")
+    return tuple(sorted({int(item) for item in items}))
+
+
+def _between(environ, name, default, low, high):
+    value = _int(environ, name, default)
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be {low:,} to {high:,}, not {value}")
+    return value
+
+
+def _proxies(environ, name):
+    """The proxies trusted to name a client in X-Forwarded-For: addresses or networks, comma-separated, or *."""
+    raw = (environ.get(name) or "127.0.0.1,::1").strip()
+    if raw != "*":
+        try:
+            for item in raw.split(","):
+                ipaddress.ip_network(item.strip(), strict=False)
+        except ValueError:
+            raise ValueError(f"{name} must be IP addresses or networks separated by commas, or *, not {raw!r}") from None
+    return raw
+
+
 def _log_level(environ, name, default):
     level = (environ.get(name) or default).upper()
     if not isinstance(logging.getLevelName(level), int):
@@ -118,6 +167,18 @@ def settings_from_env(environ=None):
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
         # Streams and long polls of GET /changes that one API key may hold open at once, per process.
         "IDENTITY_MAX_STREAMS_PER_KEY": _int(environ, "IDENTITY_MAX_STREAMS_PER_KEY", 10),
+        # Sign-in with Ethereum (identity.core.signin): off until the domain is set; the URI a nonce's answer
+        # suggests (None: https:// and the domain); nonces' life and live cap; chains (None: any); keys' longest term.
+        "IDENTITY_SIWE_DOMAIN": _siwe_domain(environ),
+        "IDENTITY_SIWE_URI": _siwe_uri(environ),
+        "IDENTITY_SIWE_NONCE_SECONDS": _between(environ, "IDENTITY_SIWE_NONCE_SECONDS", 600, 10, 86_400),
+        "IDENTITY_SIWE_MAX_NONCES": _positive(environ, "IDENTITY_SIWE_MAX_NONCES", 100_000),
+        "IDENTITY_SIWE_CHAIN_IDS": _chain_ids(environ, "IDENTITY_SIWE_CHAIN_IDS"),
+        "IDENTITY_SIWE_KEY_SECONDS": _between(environ, "IDENTITY_SIWE_KEY_SECONDS", 7 * 86_400, 60, 10 * 365 * 86_400),
+        # Per client address, for each of GET /auth/nonce and POST /auth/siwe.
+        "IDENTITY_RATELIMIT_SIGNIN": _rate_limit(environ, "IDENTITY_RATELIMIT_SIGNIN", "30/minute"),
+        # The proxies whose X-Forwarded-For names the client (the variable gunicorn reads for its own headers).
+        "FORWARDED_ALLOW_IPS": _proxies(environ, "FORWARDED_ALLOW_IPS"),
         "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
         "IDENTITY_LOG_LEVEL": _log_level(environ, "IDENTITY_LOG_LEVEL", "INFO"),
         # Connections each worker process keeps open to the database, and how many more it may open at a

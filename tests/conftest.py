@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from identity import background, create_app
 from identity.core import keys
 from identity.storage.database import db
-from tests import postgres
+from tests import postgres, wallets
 from tests.live import UNLIMITED, free_port
 
 # pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py).
@@ -258,6 +258,13 @@ def create(client, user_key):
 
 
 @pytest.fixture(scope="session")
+def ethers():
+    """ethers(requests) -> answers: an independent wallet, ethers run by node (tests/wallets/sign.mjs)."""
+    wallets.install()
+    return wallets.ethers
+
+
+@pytest.fixture(scope="session")
 def live_server(tmp_path_factory):
     """The service as it is deployed: migrated by the CLI, a key from the CLI, gunicorn with two workers.
 
@@ -268,7 +275,10 @@ def live_server(tmp_path_factory):
     database_url = f"sqlite:///{tmp_path_factory.mktemp('live') / 'identity.db'}"
     api_key = prepare_database(database_url, ADMIN_WALLET)
     # Schemathesis registers webhooks to made-up public URLs: this server must not deliver to them.
-    server = LiveServer(database_url, workers=2, env={"IDENTITY_WEBHOOKS_DELIVER": "0"}).start()
+    # Sign-in is on, so that its routes are fuzzed too.
+    server = LiveServer(database_url, workers=2, env={
+        "IDENTITY_WEBHOOKS_DELIVER": "0", "IDENTITY_SIWE_DOMAIN": "identity.test",
+    }).start()
     server.api_key = api_key
     yield server
     server.stop()

@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 # Most tests make many requests with one key; those about rate limits set their own, lower limits.
-UNLIMITED = {"IDENTITY_RATELIMIT_READ": "100000/minute", "IDENTITY_RATELIMIT_CREATE": "100000/minute"}
+UNLIMITED = {
+    "IDENTITY_RATELIMIT_READ": "100000/minute", "IDENTITY_RATELIMIT_CREATE": "100000/minute",
+    "IDENTITY_RATELIMIT_SIGNIN": "100000/minute",
+}
 
 
 def free_port():

@@ -1,4 +1,5 @@
-"""`make run` and `make dev` as a newcomer uses them: the first key, Ctrl-C, kill, and what the log shows.
+"""`make run` and `make dev` as a newcomer uses them: the first key, sign-in with a wallet, Ctrl-C, kill, and
+what the log shows.
 
 Each test runs the real make in a process group of its own (as a terminal's foreground job is), on a
 fresh SQLite database and a free port; `make install` has run (`make test` does it first).
@@ -16,6 +17,7 @@ import requests
 
 from tests.conftest import restore_ctrl_c
 from tests.live import ROOT, free_port
+from tests.wallets import address_of, private_key, sign_messages, siwe_message
 
 pytestmark = pytest.mark.skipif(
     not (ROOT / ".venv" / ".installed").exists(), reason="make install has not run: make run would install first"
@@ -87,6 +89,18 @@ def test_make_run_on_a_fresh_database_prints_a_first_key_that_works(make):
     key = _printed_key(served)
     response = requests.post(served.url + "/identity", json={"display_name": "Hello"}, headers={"x-api-key": key})
     assert response.status_code == 201
+
+
+def test_make_run_turns_sign_in_with_ethereum_on_for_its_own_address(make, ethers):
+    served = make("run")
+    offered = requests.get(served.url + "/auth/nonce", timeout=10).json()
+    assert (offered["domain"], offered["uri"]) == (f"127.0.0.1:{served.port}", served.url)
+    key = private_key("make run")
+    message = siwe_message(offered["domain"], address_of(key), offered["nonce"], uri=offered["uri"])
+    signed_in = requests.post(served.url + "/auth/siwe", json={"message": message, "signature": sign_messages(
+        [(key, message)])[0]}, timeout=10)
+    assert signed_in.status_code == 201, signed_in.text
+    assert signed_in.json()["wallet"] == address_of(key)
 
 
 def _printed_key(served):

@@ -129,6 +129,44 @@ class InvalidFields(ServiceError):
         self.errors = errors
 
 
+class InvalidMessage(InvalidFields):
+    """A sign-in message that is not an EIP-4361 message (identity.core.siwe.MessageError): its first wrong line."""
+
+    def __init__(self, line, detail):
+        where = f"line {line}: " if line else ""
+        super().__init__({"message": [where + detail]})
+        self.detail = f"The message is not an EIP-4361 (Sign-In with Ethereum) message: {where}{detail}."
+
+
+class SigninOff(ServiceError):
+    DETAIL = (
+        "Sign-in with Ethereum is off on this service: it is turned on by setting IDENTITY_SIWE_DOMAIN to the "
+        "host that users sign in to (e.g. identity.example.com). Ask for an API key instead."
+    )
+
+    def __init__(self):
+        super().__init__(self.DETAIL)
+
+
+class SigninRefused(ServiceError):
+    """A sign-in message that failed one of the contract's checks (`check`: its name); the detail says which."""
+
+    def __init__(self, check, detail):
+        super().__init__(detail)
+        self.check = check
+
+
+class TooManyNonces(ServiceError):
+    """As many sign-in nonces are waiting as IDENTITY_SIWE_MAX_NONCES allows; one expires in `retry_after` seconds."""
+
+    def __init__(self, cap, retry_after):
+        super().__init__(
+            f"This service holds {cap:,} sign-ins in progress, the most IDENTITY_SIWE_MAX_NONCES allows: ask for "
+            "a nonce again after the number of seconds in Retry-After, when older ones have expired."
+        )
+        self.retry_after = retry_after
+
+
 class InvalidParameters(ServiceError):
     """Query parameters refused: unknown ones, or out-of-range values; `errors` maps each to its messages."""
 

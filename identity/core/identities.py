@@ -1,4 +1,5 @@
-"""Identities: create one from its content, and read one by its identity_id."""
+"""Identities: create one from its content (signed by its creator or not), preview a create, and read one
+by its identity_id."""
 
 from flask import current_app
 from sqlalchemy import bindparam, insert, select
@@ -6,8 +7,9 @@ from sqlalchemy.exc import IntegrityError
 
 from ..storage.database import db, one_statement, write_transaction
 from ..storage.models import OFF_CHAIN, Identity, new_id, utcnow
-from . import content, history
-from .errors import Forbidden, IdentityExists
+from . import authorship, content, history
+from .errors import Forbidden, IdentityExists, InvalidFields
+from .signatures import SignatureError, canonical_signature
 from .users import USERS, find_user, user_of_wallet
 
 IDENTITIES = Identity.__table__
@@ -57,12 +59,10 @@ def create_identity(fields, caller):
     """Create an off-chain Identity from validated `fields` on behalf of `caller` (keys.Caller); returns it
     (see identity_record).
 
-    Raises Forbidden when a User key names another creator, IdentityExists for known content.
+    Raises Forbidden when a User key names another creator, InvalidFields for a signature that is not
+    the creator's, IdentityExists for known content.
     """
-    creator = fields.get("creator") or caller.wallet
-    if caller.role != "Admin" and creator != caller.wallet:
-        raise Forbidden("A User key may create identities only with its own wallet as creator.")
-    address = content.address(fields, current_app.config["IDENTITY_DID_NAMESPACE"])
+    creator, address, signature = _checked(fields, caller)
     now = utcnow()
     values = {
         "id": new_id(),
@@ -73,6 +73,7 @@ def create_identity(fields, caller):
         **OFF_CHAIN,
         "created_at": now,
         "updated_at": now,
+        "creator_signature": signature,
     }
     # The creator is known before the write lock is taken, so that the lock is held for the writes alone
     # (every other create waits for it): the caller's own user came with its key's lookup; another
@@ -96,6 +97,46 @@ def create_identity(fields, caller):
 
 
 _INSERT = insert(IDENTITIES)
+
+
+def preview_identity(fields, caller):
+    """What create_identity would make of `fields` for `caller`, writing nothing: the normalized content, its
+    addresses, whether it exists here (then identity_id is the existing one's), and the typed data that
+    its creator signs (identity.core.authorship). Refuses what a create refuses, but known content."""
+    _creator, address, _signature = _checked(fields, caller)
+    with one_statement() as session:
+        existing = session.execute(_IDENTITY_OF_CONTENT, {"content_id": address.content_id}).scalar_one_or_none()
+    return {
+        "content": address.content, "content_id": address.content_id, "identity_id": existing or address.identity_id,
+        "identity_hash": address.identity_hash, "exists": existing is not None,
+        "typed_data": authorship.typed_data(address.content_id),
+    }
+
+
+def _checked(fields, caller):
+    """The creator, content address and signature (canonical, or None) of a create of `fields` by `caller`.
+
+    A User key may name only itself as creator. A signature must recover to the creator: with it, an
+    Admin key creates for the wallet that signed; without one, it may name any wallet, as ever.
+    """
+    creator = fields.get("creator") or caller.wallet
+    if caller.role != "Admin" and creator != caller.wallet:
+        raise Forbidden("A User key may create identities only with its own wallet as creator.")
+    address = content.address(fields, current_app.config["IDENTITY_DID_NAMESPACE"])
+    signature = fields.get("signature")
+    if signature is not None:
+        try:
+            signer = authorship.recover_author(address.content_id, signature)
+        except SignatureError as error:
+            raise InvalidFields({"signature": [error.detail]}) from None
+        if signer != creator:
+            raise InvalidFields({"signature": [
+                f"Not the creator's: it recovers to {signer}, not to {creator}, so another wallet made it or it "
+                "signs other content. The creator's wallet signs the typed_data that POST /identity/preview "
+                "answers for this body (eth_signTypedData_v4)."
+            ]})
+        signature = canonical_signature(signature)
+    return creator, address, signature
 
 
 def _known_user(wallet):

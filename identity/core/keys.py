@@ -196,7 +196,7 @@ def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, 
         role_changed = role is not None and user["role"] != role
         if role_changed:
             session.execute(update(User).where(User.id == user["id"]).values(role=role, updated_at=now))
-        key, api_key = _add_key(session, user["id"], now, scope, label, expires_at, created_by)
+        key, api_key = add_key(session, user["id"], now, scope, label, expires_at, created_by)
     if role_changed:
         forget_keys()  # this process's lookups of the wallet's other keys carry the old role
         key_log.info("user %s is now %s, by %s", wallet, role, created_by,
@@ -206,7 +206,8 @@ def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, 
     return key, api_key
 
 
-def _add_key(session, user_id, now, scope="write", label=None, expires_at=None, created_by=CLI):
+def add_key(session, user_id, now, scope="write", label=None, expires_at=None, created_by=CLI):
+    """A new key of user `user_id`, added to `session` (in its write transaction): (plaintext key, ApiKey)."""
     key, key_hash = new_api_key()
     api_key = ApiKey(
         id=new_id(), user_id=user_id, key_hash=key_hash, hint=key[:9], created_at=now,
@@ -275,7 +276,7 @@ def rotate_key(key_id, grace_seconds=0, by=CLI):
         _refuse_dead_key(old, now)
         old.revoked_at = now + timedelta(seconds=grace_seconds)
         # Rotation renews the secret, not the term: the new key expires when the old one would have.
-        key, api_key = _add_key(session, old.user_id, now, old.scope, old.label, old.expires_at, by)
+        key, api_key = add_key(session, old.user_id, now, old.scope, old.label, old.expires_at, by)
     forget_keys()
     key_log.info(
         "key %s rotated by %s: replaced by key %s; it stops at %s", old.id, by, api_key.id, old.revoked_at.isoformat(),

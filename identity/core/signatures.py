@@ -56,6 +56,13 @@ def signature_bytes(signature_hex):
     return raw
 
 
+def canonical_signature(signature_hex):
+    """The one form a signature is stored and served in: 0x, lower-case hex, v as 27 or 28 (every verifier reads it)."""
+    raw = signature_bytes(signature_hex)
+    v = raw[64] if raw[64] >= 27 else raw[64] + 27
+    return "0x" + raw[:64].hex() + format(v, "02x")
+
+
 def recover_signer(signable: SignableMessage, signature_hex):
     """Return the EIP-55 address of the wallet whose key made signature_hex over signable.
 

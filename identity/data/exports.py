@@ -23,8 +23,8 @@ EXPORT_BATCH = 2000
 # The export's keys in the order of schemas.IdentitySchema, each with the column that holds it.
 _EXPORT_KEYS = (
     "id", "identity_id", "identity_hash", "vault_id", "display_name", "description", "image", "corpora_id",
-    "semantic", "external_reference", "creator", "created_at", "updated_at", "num_positions", "assets_sum",
-    "conviction_sum", "conviction_price", "status", "isUser", "user_conviction", "user_conviction_value",
+    "semantic", "external_reference", "creator", "creator_signature", "created_at", "updated_at", "num_positions",
+    "assets_sum", "conviction_sum", "conviction_price", "status", "isUser", "user_conviction", "user_conviction_value",
 )
 UINT256_KEYS = {"vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value"}
 TIMESTAMP_KEYS = ("created_at", "updated_at")
@@ -75,7 +75,7 @@ def export_line(row):
     """One row of the export query as a line of the export: JSON and a newline, as bytes.
 
     The Identity object as schemas.IdentitySchema writes it for an Admin (same keys, order and value
-    forms), with the creator as its wallet; written here directly because a schema's dump of 21
+    forms), with the creator as its wallet; written here directly because a schema's dump of 22
     fields would cost most of an export's time. tests/data/test_exports.py compares both.
     """
     values = list(row)

@@ -1,8 +1,9 @@
 """Identities as data: import of JSON Lines that checks every line's id against its content.
 
 Import reads the lines that identity.data.exports writes; each is validated by the same field rules as
-a create (schemas.IdentityImportSchema), and its identity_id and identity_hash must be the addresses of
-its content, recomputed here: a line that fails is refused by its number and nothing of it is written.
+a create (schemas.IdentityImportSchema), its identity_id and identity_hash must be the addresses of its
+content, recomputed here, and its creator_signature, when it has one, must recover to its creator: a
+line that fails is refused by its number and nothing of it is written.
 Lines are written in batches, one transaction each, so a long import keeps what it committed when it is
 stopped.
 """
@@ -18,8 +19,9 @@ from flask import current_app
 from marshmallow import ValidationError
 from sqlalchemy import select, text
 
-from ..core import content, history
+from ..core import authorship, content, history
 from ..core.identities import IDENTITIES
+from ..core.signatures import SignatureError, canonical_signature
 from ..core.users import USERS
 from ..schemas import identity_import_schema
 from ..storage.database import db, write_transaction
@@ -133,6 +135,7 @@ _ROW = (
     "id", "identity_id", "content_id", "identity_hash", "vault_id", "display_name", "description", "image",
     "external_reference", "corpora_id", "semantic", "creator", "created_at", "updated_at", "num_positions",
     "assets_sum", "conviction_sum", "conviction_price", "status", "is_user", "user_conviction", "user_conviction_value",
+    "creator_signature",
 )
 _ID, _IDENTITY_ID, _CONTENT_ID, _CREATOR = (_ROW.index(name) for name in ("id", "identity_id", "content_id", "creator"))
 
@@ -167,7 +170,21 @@ def parse_line(line):
     if not check.hash_matches:
         raise Refused(f"identity_hash is not the hash of this content's address, which is {check.identity_hash}")
     fields["content_id"] = check.content_id
+    if fields["creator_signature"] is not None:
+        fields["creator_signature"] = _signature_of(check.content_id, fields["creator_signature"], fields["creator"])
     return tuple([fields.get(name) for name in _ROW])
+
+
+def _signature_of(content_id, signature, creator):
+    """`signature` in its stored form, if it is `creator`'s EIP-712 claim on `content_id`; else Refused."""
+    try:
+        signer = authorship.recover_author(content_id, signature)
+    except SignatureError as error:
+        raise Refused(f"creator_signature: {error.detail}") from None
+    if signer != creator:
+        raise Refused(f"creator_signature is not the creator's: it recovers to {signer}, not to {creator}; the line "
+                      "was altered, or its signature belongs to other content")
+    return canonical_signature(signature)
 
 
 def _utc_text(moment):

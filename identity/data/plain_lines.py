@@ -1,7 +1,7 @@
 """An export line in its common form, loaded without marshmallow's per-field machinery.
 
 `identities import` validates every line as schemas.IdentityImportSchema does. Nearly every line of a
-real export is in one plain form: the 21 keys, ids and numbers as export writes them, text that is
+real export is in one plain form: the 22 keys, ids and numbers as export writes them, text that is
 printable ASCII with no white space at its ends (so normalization leaves it as it is). For such a
 line, load_common gives exactly what the schema's load gives, running the schema's own validators
 for the text and URLs, at a fraction of the cost. Anything else (another form, an odd value, an
@@ -24,6 +24,8 @@ _IDENTITY_ID = re.compile(r"did:[a-z0-9]+:ipfs:bafkrei[a-z2-7]{52}")
 _IDENTITY_HASH = re.compile(r"0x[0-9a-f]{64}")
 # 77 digits or fewer is always below 2**256 (78 digits): the schema's range check cannot fail.
 _UINT256 = re.compile(r"0|[1-9][0-9]{0,76}")
+# A signature in the form export writes it (identity.core.signatures.canonical_signature), or null.
+_SIGNATURE = re.compile(r"0x[0-9a-f]{128}(1b|1c)")
 _TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 # Printable ASCII, not starting or ending with a space: NFC and trimming leave it unchanged.
 _PLAIN_TEXT = re.compile(r"[!-~](?:[ -~]*[!-~])?")
@@ -69,6 +71,8 @@ def load_common(data):
             fields[name] = int(_match(_UINT256, data[name]))
         for name in ("created_at", "updated_at"):
             fields[name] = datetime.fromisoformat(_match(_TIMESTAMP, data[name]))
+        signature = data["creator_signature"]
+        fields["creator_signature"] = None if signature is None else _match(_SIGNATURE, signature)
         for name in ("corpora_id", "semantic"):
             if data[name] is not None:
                 raise _Uncommon

@@ -40,6 +40,14 @@ from .keys import (
     UserWithCountSchema,
 )
 from .portable import IdentityImportSchema, identity_import_schema
+from .wallets import (
+    IdentityPreviewSchema,
+    SignedInSchema,
+    SigninNonceSchema,
+    SigninSchema,
+    TypedDataSchema,
+    signin_schema,
+)
 from .webhooks import (
     MAX_SEQ,
     WEBHOOK_URL_DESCRIPTION,
@@ -78,6 +86,7 @@ __all__ = [
     "IdentityListArgsSchema",
     "IdentityPageSchema",
     "IdentityPatchSchema",
+    "IdentityPreviewSchema",
     "IdentitySchema",
     "IssuedKeySchema",
     "KeyCreateSchema",
@@ -88,7 +97,11 @@ __all__ = [
     "LastEventIdSchema",
     "MeSchema",
     "ProblemSchema",
+    "SignedInSchema",
+    "SigninNonceSchema",
+    "SigninSchema",
     "StatusSchema",
+    "TypedDataSchema",
     "UserSchema",
     "UserWithCountSchema",
     "WebhookCreateSchema",
@@ -103,4 +116,5 @@ __all__ = [
     "identity_page_schema",
     "identity_patch_schema",
     "identity_schema",
+    "signin_schema",
 ]

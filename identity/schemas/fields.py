@@ -24,6 +24,10 @@ WALLET_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 # A one-case address needs no checksum; a mixed-case one must pass EIP-55, which no pattern can say:
 # the pattern admits every case, and the service refuses a mixed-case address whose checksum fails (422).
 CREATOR_PATTERN = WALLET_PATTERN
+# A wallet's signature (r, s, v) as a client may send it, and the one form the service stores and serves
+# (identity.core.signatures.canonical_signature: lower case, v 27 or 28).
+SIGNATURE_PATTERN = r"^0x[0-9a-fA-F]{130}$"
+CANONICAL_SIGNATURE_PATTERN = r"^0x[0-9a-f]{128}(1b|1c)$"
 # The largest integer every JSON parser reads exactly (JavaScript's included): no integer field exceeds it.
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_URL_LENGTH = 2048

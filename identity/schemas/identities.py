@@ -7,11 +7,13 @@ from werkzeug.http import generate_etag
 from ..core import content
 from .common import RecordSchema, UserSchema
 from .fields import (
+    CANONICAL_SIGNATURE_PATTERN,
     CREATOR_PATTERN,
     IDENTITY_HASH_PATTERN,
     IDENTITY_ID_PATTERN,
     MAX_SAFE_INTEGER,
     MAX_URL_LENGTH,
+    SIGNATURE_PATTERN,
     WALLET_PATTERN,
     BigInt,
     CurationText,
@@ -86,6 +88,15 @@ class IdentityCreateSchema(Schema):
             "example": "0xd8da6bf26964af9d7eed9e03e53415d37aa96045",
         },
     )
+    signature = fields.String(
+        allow_none=True,
+        metadata={
+            "description": "The creator's EIP-712 signature (eth_signTypedData_v4) of the typed data that POST "
+            "/identity/preview answers for this body: it must recover to the creator (else 422). With it, an "
+            "Admin key creates for the wallet that signed. Stored and served as creator_signature.",
+            "pattern": SIGNATURE_PATTERN,
+        },
+    )
 
 
 class IdentitySchema(RecordSchema):
@@ -108,6 +119,16 @@ class IdentitySchema(RecordSchema):
     semantic = fields.String(required=True, allow_none=True)
     external_reference = fields.String(required=True, allow_none=True)
     creator = fields.Nested(UserSchema, required=True)
+    creator_signature = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={
+            "pattern": CANONICAL_SIGNATURE_PATTERN,
+            "description": "The creator's EIP-712 signature of typed data naming the content_id (domain "
+            '{"name": "Identity", "version": "1"}, type Identity {contentId: string}): ethers\' verifyTypedData '
+            "or eth-account recovers the creator's wallet from it. null: the create was not signed.",
+        },
+    )
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
     num_positions = fields.Integer(required=True, metadata={"minimum": 0, "maximum": MAX_SAFE_INTEGER})

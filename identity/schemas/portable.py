@@ -6,6 +6,7 @@ from .fields import (
     IDENTITY_HASH_PATTERN,
     IDENTITY_ID_PATTERN,
     MAX_SAFE_INTEGER,
+    SIGNATURE_PATTERN,
     CurationText,
     UInt256String,
     Wallet,
@@ -16,12 +17,18 @@ from .identities import STATUSES, IdentityCreateSchema
 
 class IdentityImportSchema(IdentityCreateSchema):
     """A line of `identities import`: an exported Identity. The content fields are validated and
-    normalized as a create's are; the ids are checked against the content by identity.data.imports."""
+    normalized as a create's are; the ids are checked against the content, and creator_signature against
+    the creator, by identity.data.imports. A line without creator_signature (an export made before it
+    existed) is unsigned."""
+
+    class Meta(IdentityCreateSchema.Meta):
+        exclude = ("signature",)  # a create's; an exported identity carries creator_signature
 
     id = fields.UUID(required=True)
     identity_id = fields.String(required=True, validate=validate.Regexp(IDENTITY_ID_PATTERN))
     identity_hash = fields.String(required=True, validate=validate.Regexp(IDENTITY_HASH_PATTERN))
     creator = Wallet(required=True)
+    creator_signature = fields.String(allow_none=True, load_default=None, validate=validate.Regexp(SIGNATURE_PATTERN))
     vault_id = UInt256String(required=True)
     corpora_id = fields.String(required=True, allow_none=True, validate=CurationText())
     semantic = fields.String(required=True, allow_none=True, validate=CurationText())

@@ -1,4 +1,4 @@
-"""The database tables: users, their API keys, identities, their change log, and webhooks."""
+"""The database tables: users, their API keys, identities, their change log, webhooks, and sign-in nonces."""
 
 import uuid
 from datetime import UTC, datetime
@@ -145,6 +145,8 @@ class Identity(db.Model):
     is_user: Mapped[bool] = mapped_column(default=OFF_CHAIN["is_user"])
     user_conviction: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction"])
     user_conviction_value: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction_value"])
+    # The creator's EIP-712 signature of the content_id (identity.core.authorship), 0x and 130 hex digits; or null.
+    creator_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
 
     creator: Mapped[User] = relationship(lazy="joined")
 
@@ -269,4 +271,13 @@ class ConsoleSession(db.Model):
     # What every form of the session carries and every change is checked against (synchronizer token).
     csrf_token: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+class SigninNonce(db.Model):
+    """A nonce issued for a sign-in with Ethereum, until a sign-in spends it or it expires (identity.core.signin)."""
+
+    __tablename__ = "signin_nonces"
+
+    nonce: Mapped[str] = mapped_column(String(32), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

@@ -7,11 +7,12 @@ from marshmallow import RAISE
 from werkzeug.http import generate_etag
 from werkzeug.routing import BaseConverter
 
-from ..core import browse, curation, identities
+from ..core import authorship, browse, content, curation, identities
 from ..core.errors import IdentityExists, IdentityNotFound, IdentityRemoved
 from ..schemas import (
     IMMUTABLE,
     IdentityContentSchema,
+    IdentityPreviewSchema,
     identity_create_schema,
     identity_etag,
     identity_list_args_schema,
@@ -43,21 +44,33 @@ from .problems import problem_body
 
 
 class IdentityIdConverter(BaseConverter):
-    """The identity id of /identities/<identity_id>: any segment but `search`, the listing's own path.
+    """The identity id of /identity/<identity_id> and /identities/<identity_id>: any segment but `search` and
+    `preview`, paths of their own (GET /identities/search, POST /identity/preview).
 
-    Without it, PATCH /identities/search would reach the PATCH of an identity called "search" (and answer
-    415 or 404) where the contract wants 405 with Allow: GET, HEAD, OPTIONS.
+    Without it, PATCH /identities/search or PATCH /identity/preview would reach the PATCH of an identity of
+    that name (and answer 415, 422 or 404) where the contract wants 405 with Allow naming the path's methods.
     """
 
-    regex = r"(?!search(?![^/]))[^/]+"
+    regex = r"(?!(?:search|preview)(?![^/]))[^/]+"
 
 
 blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_id", IdentityIdConverter))
 
 NOT_MODIFIED = {"description": "If-None-Match named the current ETag; no body.", "headers": ETAG_HEADERS}
+CREATE_REFUSED = {
+    "description": "Invalid or unknown fields, a body that is not an object, or a signature that is not the "
+    "creator's; errors names each field.",
+    "example": problem_body(422, "Invalid fields: display_name, nickname.", errors={
+        "display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]}),
+}
+_PREVIEWED = content.address(CREATE_EXAMPLE)
+PREVIEW_EXAMPLE = {
+    "content": _PREVIEWED.content, "content_id": _PREVIEWED.content_id, "identity_id": _PREVIEWED.identity_id,
+    "identity_hash": _PREVIEWED.identity_hash, "exists": False, "typed_data": authorship.typed_data(_PREVIEWED.content_id),
+}
 
 
-@blp.route("/identity/<identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
+@blp.route("/identity/<identity_id:identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
 @alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>")
 @auth.login_required
 @limits.reads
@@ -157,9 +170,7 @@ CREATED_LINKS = {"links": {
     _409={"description": "The same content exists; identity_id names it and Location points at it.",
           "example": problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
           "headers": {"Location": LOCATION}},
-    _422={"description": "Invalid or unknown fields, or a body that is not an object; errors names each field.",
-          "example": problem_body(422, "Invalid fields: display_name, nickname.", errors={
-              "display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]})},
+    _422=CREATE_REFUSED,
 )
 def create_identity(fields):
     """Create an off-chain Identity.
@@ -171,7 +182,23 @@ def create_identity(fields):
     return identity, 201, {"Location": f"/identity/{identity['identity_id']}"}
 
 
-@blp.route("/identity/<identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
+@blp.route("/identity/preview", methods=["POST"], endpoint="preview_identity")
+@auth.login_required
+@limits.creates
+@operation("previewIdentity")
+@blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
+@blp.response(200, IdentityPreviewSchema, example=PREVIEW_EXAMPLE)
+@problems(BODY, 403, _403="A User key named another creator, or the key is read-only (scope read).", _422=CREATE_REFUSED)
+def preview_identity(fields):
+    """Preview a create: the normalized content, its ids, whether it exists here, and the typed data that its
+    creator signs (eth_signTypedData_v4) for a signed create; writes nothing.
+
+    A create's body, checked as a create checks it (but content that exists: see exists).
+    """
+    return identities.preview_identity(fields, current_caller())
+
+
+@blp.route("/identity/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
 @alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>", methods=["PATCH"])
 @auth.login_required(role="Admin")
 @limits.creates

@@ -1,12 +1,19 @@
-"""Rate limits per API key: one budget for reads, one for creates, counted by the `limits` library.
+"""Rate limits per API key: one budget for reads, one for creates, counted by the `limits` library; and per
+client address, the budgets of the two sign-in routes, which take no key.
 
 The limits sit under `auth.login_required` on each view, so they are checked after the key is:
 a request with a missing, unknown or revoked key is refused with 401 before it can touch any
 budget, and the budget is named by the key's id, never by the key itself.
 
+A client's address is the peer's, unless the peer is a proxy trusted by FORWARDED_ALLOW_IPS (the nginx
+recipe's, on the same host by default): then it is the address that proxy saw, the last one it added
+to X-Forwarded-For (the ones before it are the client's own say); a proxy on the service's Unix socket is
+trusted as gunicorn trusts it. An IPv6 client counts by its /64,
+which one host commonly holds whole.
+
 `limits` does the counting (fixed windows, in memory or in a shared storage such as Redis); this
-module is the Flask side of it, and only what the service needs: two budgets, named by key id,
-headers on every limited response, a 429 as problem details, and counting on in memory while a
+module is the Flask side of it, and only what the service needs: two budgets named by key id, two
+named by client address, headers on every limited response, a 429 as problem details, and counting on in memory while a
 shared storage does not answer.
 
 In memory means, under gunicorn.conf.py, in a file that every worker of the server maps
@@ -14,6 +21,7 @@ In memory means, under gunicorn.conf.py, in a file that every worker of the serv
 share one count; elsewhere (`flask run`, the test client, an app that embeds the service), in the process.
 """
 
+import ipaddress
 import logging
 import math
 import threading
@@ -127,6 +135,8 @@ class RateLimits:
         self.budgets = {
             "read": sorted(parse_many(config["IDENTITY_RATELIMIT_READ"])),
             "create": sorted(parse_many(config["IDENTITY_RATELIMIT_CREATE"])),
+            "nonce": sorted(parse_many(config["IDENTITY_RATELIMIT_SIGNIN"])),
+            "signin": sorted(parse_many(config["IDENTITY_RATELIMIT_SIGNIN"])),
         }
         self.local = FixedWindowRateLimiter(WindowCounts())
         uri = config["IDENTITY_RATELIMIT_STORAGE"]
@@ -287,19 +297,51 @@ def rate_limits(app):
     return app.extensions["identity_rate_limits"]
 
 
-def _budget(setting, budget, what):
-    """A decorator that spends `budget`: shared by every route it decorates, so the singular and
-    plural paths spend one budget."""
+def caller_key_id():
+    return current_caller().key_id
+
+
+def client_address():
+    """The address of the client, as the module's docstring says: a budget's name for the routes without a key."""
+    peer = request.remote_addr or ""
+    forwarded = request.headers.get("X-Forwarded-For")
+    if forwarded and _trusted(peer):
+        peer = forwarded.rpartition(",")[2].strip()
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return peer[:64]  # not an IP address (a Unix socket's peer): the text, as long as a name may be
+    if address.version == 6:
+        if address.ipv4_mapped is not None:  # ::ffff:a.b.c.d, an IPv4 client of a dual-stack socket
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+def _trusted(peer):
+    proxies = current_app.extensions["identity_trusted_proxies"]
+    if proxies is None:  # FORWARDED_ALLOW_IPS=*
+        return True
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return True  # a Unix socket's peer, which only the host's own processes can be: trusted, as gunicorn does
+    return any(address in network for network in proxies if network.version == address.version)
+
+
+def _budget(setting, budget, what, who=caller_key_id, by="with this API key"):
+    """A decorator that spends `budget` of the caller named by `who()`: shared by every route it decorates, so
+    the singular and plural paths spend one budget."""
 
     def decorate(view):
         @wraps(view)
         def limited(*args, **kwargs):
-            window = rate_limits(current_app).spend(budget, current_caller().key_id)
+            window = rate_limits(current_app).spend(budget, who())
             # Every response to this request carries the headers, errors included (finish.py).
             request.rate_limit_window = window
             if not window.allowed:
                 raise TooManyRequests(
-                    f"Too many {what} with this API key: the limit is {current_app.config[setting]}. "
+                    f"Too many {what} {by}: the limit is {current_app.config[setting]}. "
                     "Retry after the number of seconds in Retry-After."
                 )
             return view(*args, **kwargs)
@@ -311,6 +353,8 @@ def _budget(setting, budget, what):
 
 reads = _budget("IDENTITY_RATELIMIT_READ", "read", "reads")
 creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
+nonces = _budget("IDENTITY_RATELIMIT_SIGNIN", "nonce", "sign-in nonces", client_address, "from this address")
+signins = _budget("IDENTITY_RATELIMIT_SIGNIN", "signin", "sign-ins", client_address, "from this address")
 
 
 def open_streams(app):
@@ -318,5 +362,9 @@ def open_streams(app):
 
 
 def init_app(app):
+    proxies = app.config["FORWARDED_ALLOW_IPS"].strip()
+    app.extensions["identity_trusted_proxies"] = None if proxies == "*" else tuple(
+        ipaddress.ip_network(item.strip(), strict=False) for item in proxies.split(",")
+    )
     app.extensions["identity_rate_limits"] = limits = RateLimits(app.config)
     app.extensions["identity_open_streams"] = OpenStreams(limits)

@@ -11,8 +11,13 @@ import importlib
 import uuid
 from http import HTTPStatus
 
+from eth_account import Account
+from eth_account.messages import encode_defunct, encode_typed_data
+
+from tests.wallets import siwe_message
+
 PACKAGE = "identity_service_generated"
-STEPS = ("create", "fetch", "conflict", "list_and_follow_next", "problems")
+STEPS = ("create", "fetch", "conflict", "list_and_follow_next", "problems", "sign_in_and_create_signed")
 
 
 class GeneratorScenario:
@@ -20,6 +25,7 @@ class GeneratorScenario:
         self.generated = importlib.import_module(PACKAGE)
         self.exceptions = importlib.import_module(f"{PACKAGE}.exceptions")
         self.wallet = wallet
+        self.base_url = base_url
         self.client = self.generated.ApiClient(
             self.generated.Configuration(host=base_url, api_key={"ApiKeyAuth": key})
         )
@@ -95,6 +101,30 @@ class GeneratorScenario:
             assert "creator" in error.data.errors
         else:
             raise AssertionError("a creator with a wrong checksum was not a 422")
+
+    def sign_in_and_create_signed(self):
+        """A wallet signs in (no key sent: the operation's security is empty), then signs its create."""
+        offered = self.api.get_signin_nonce()
+        assert isinstance(offered, self.generated.SigninNonce)
+        wallet = Account.create()
+        message = siwe_message(offered.domain, wallet.address, offered.nonce, uri=offered.uri)
+        signature = wallet.sign_message(encode_defunct(text=message)).signature.to_0x_hex()
+        signed_in = self.api.sign_in_with_ethereum(signin=self.generated.Signin(message=message, signature=signature))
+        assert isinstance(signed_in, self.generated.SignedIn) and signed_in.user.wallet == wallet.address
+        configuration = self.generated.Configuration(host=self.base_url, api_key={"ApiKeyAuth": signed_in.key})
+        with self.generated.ApiClient(configuration) as client:
+            own = self.generated.IdentitiesApi(client)
+            body = self.generated.IdentityCreate(display_name=f"Signed {self.tag}")
+            typed_data = own.preview_identity(identity_create=body).typed_data.to_dict()
+            body.signature = wallet.sign_message(encode_typed_data(full_message=typed_data)).signature.to_0x_hex()
+            created = own.create_identity(identity_create=body)
+        assert created.creator_signature == body.signature and created.creator.wallet == wallet.address
+        try:
+            self.api.sign_in_with_ethereum(signin=self.generated.Signin(message=message, signature=signature))
+        except self.exceptions.UnauthorizedException as error:
+            self.problem(error.data, 401)
+        else:
+            raise AssertionError("a nonce used twice was not a 401")
 
     def problem(self, parsed, status):
         assert isinstance(parsed, self.generated.Problem), parsed

@@ -12,19 +12,21 @@ import time
 import uuid
 from http import HTTPStatus
 
+from tests.clients.wallet_steps import WALLET_STEPS, WalletSteps
+
 PACKAGE = "identity_service_client"
 STEPS = (
     "health_and_readiness", "create", "fetch", "not_modified", "conflict", "content", "list_and_follow_next",
     "search", "patch_if_match", "precondition_failed", "remove_then_gone", "history", "feed", "long_poll",
     "long_poll_times_out", "problems", "me", "create_key", "list_keys_and_follow_next", "get_key",
     "read_key_is_read_only", "rotate_key_with_grace", "rotate_my_key", "revoke_key", "revoke_my_key", "get_user",
-    "key_problems", "webhooks",
+    "key_problems", "webhooks", *WALLET_STEPS,
 )
 # How long a revoked key may still be accepted: the server's IDENTITY_KEY_CACHE_SECONDS, and some slack.
 REFUSAL_DEADLINE_SECONDS = 10
 
 
-class Scenario:
+class Scenario(WalletSteps):
     """`keys`: admin (an Admin key), user (a User key of `user_wallet`), limited (a key on a 429-prone budget)."""
 
     def __init__(self, base_url, keys, user_wallet):

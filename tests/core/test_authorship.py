@@ -64,6 +64,11 @@ def test_typed_data_is_what_eth_sign_typed_data_v4_takes():
     }
 
 
+@pytest.mark.parametrize("content_id", [CONTENT_ID, OTHER_CONTENT_ID, "bafkrei" + "a" * 52, "ünïcode"])
+def test_the_signed_hashes_are_the_ones_eth_account_works_out_from_the_typed_data(content_id):
+    assert authorship.signable(content_id) == encode_typed_data(full_message=authorship.typed_data(content_id))
+
+
 def test_typed_data_is_a_fresh_object_each_time():
     claim = authorship.typed_data(CONTENT_ID)
     claim["domain"]["chainId"] = 1

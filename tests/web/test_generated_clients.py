@@ -46,6 +46,8 @@ def server(tmp_path_factory):
     prepare_database(database_url, new_wallet())
     server = LiveServer(database_url, workers=1, env={
         "IDENTITY_RATELIMIT_CREATE": CREATE_BUDGET, "IDENTITY_KEY_CACHE_SECONDS": KEY_CACHE_SECONDS,
+        # The scenarios build their sign-in messages from what GET /auth/nonce names.
+        "IDENTITY_SIWE_DOMAIN": "identity.test",
     }).start()
     server.database = database_url
     yield server

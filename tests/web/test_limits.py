@@ -309,6 +309,7 @@ def test_counting_returns_to_the_shared_storage_when_it_answers_again(tmp_path, 
     limits = RateLimits({
         "IDENTITY_RATELIMIT_READ": "3/minute",
         "IDENTITY_RATELIMIT_CREATE": "3/minute",
+        "IDENTITY_RATELIMIT_SIGNIN": "3/minute",
         "IDENTITY_RATELIMIT_STORAGE": f"redis://127.0.0.1:{port}/0",
     })
     # Nothing listens yet: counted in the process, and said once.

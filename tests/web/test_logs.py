@@ -49,7 +49,7 @@ def test_one_access_line_per_request_with_route_status_duration_request_and_key_
     response = client.get("/identity/did:identity:ipfs:nope", headers={"x-api-key": user_key, "X-Request-ID": "req-1"})
     [line] = access_lines()
     assert line.method == "GET"
-    assert line.route == "/identity/<identity_id>"  # the rule, not the path
+    assert line.route == "/identity/<identity_id:identity_id>"  # the rule, not the path
     assert line.status == response.status_code == 404
     assert isinstance(line.duration_ms, float) and 0 <= line.duration_ms < 10_000
     assert line.request_id == "req-1"
@@ -184,11 +184,11 @@ def test_gunicorn_writes_json_lines_and_never_an_api_key(database_path, issue_ke
     access = [line for line in out_lines if line["logger"] == "identity.access"]
     assert [(line["method"], line["route"], line["status"]) for line in access if line["route"] != "/readyz"] == [
         ("POST", "/identity", 201),
-        ("GET", "/identity/<identity_id>", 200),
-        ("GET", "/identity/<identity_id>", 401),
+        ("GET", "/identity/<identity_id:identity_id>", 200),
+        ("GET", "/identity/<identity_id:identity_id>", 401),
         ("POST", "/identity", 422),
         ("POST", "/identity", 400),
-        ("GET", "/identity/<identity_id>", 404),
+        ("GET", "/identity/<identity_id:identity_id>", 404),
         ("GET", "/healthz", 200),
     ]
     key_ids = {line["key_id"] for line in access if line["status"] != 401 and line["route"] not in ("/healthz", "/readyz")}

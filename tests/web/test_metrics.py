@@ -11,7 +11,7 @@ from identity.config import settings_from_env
 from tests.conftest import USER_WALLET
 from tests.live import LiveServer
 
-ROUTE = "/identity/<identity_id>"
+ROUTE = "/identity/<identity_id:identity_id>"
 
 
 def scrape(get):

@@ -35,6 +35,9 @@ OPERATION_IDS = {
     ("/webhooks/{webhook_id}", "patch"): "updateWebhook",
     ("/webhooks/{webhook_id}", "delete"): "deleteWebhook",
     ("/webhooks/{webhook_id}/deliveries", "get"): "listWebhookDeliveries",
+    ("/identity/preview", "post"): "previewIdentity",
+    ("/auth/nonce", "get"): "getSigninNonce",
+    ("/auth/siwe", "post"): "signInWithEthereum",
 }
 MAX_SAFE_INTEGER = 2**53 - 1
 # EIP-55's own test vector: mixed case, valid checksum.

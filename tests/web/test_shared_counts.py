@@ -14,7 +14,7 @@ from identity.web.limits import RateLimits, WindowCounts, share_counts
 from identity.web.shared_counts import FRESH, PROBE, RUN, SLOT, SLOTS, SharedWindowCounts, create_counts_file
 
 CONFIG = {"IDENTITY_RATELIMIT_READ": "3/minute", "IDENTITY_RATELIMIT_CREATE": "3/minute",
-          "IDENTITY_RATELIMIT_STORAGE": "memory://"}
+          "IDENTITY_RATELIMIT_SIGNIN": "3/minute", "IDENTITY_RATELIMIT_STORAGE": "memory://"}
 
 
 @pytest.fixture

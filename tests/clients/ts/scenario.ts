@@ -1,10 +1,11 @@
 // One scenario through the TypeScript client generated from the live /openapi.json: openapi-typescript
 // writes generated/schema.d.ts, openapi-fetch calls the service with those types, and `tsc --strict`
 // checks this file against them. The same steps as tests/clients/scenario.py; to cover a new route, add
-// a step function and list it in STEPS. Configuration comes in IDENTITY_SCENARIO (JSON): base_url,
+// a step function and list it in STEPS (the wallet proofs' steps are in wallet_steps.ts). Configuration comes in IDENTITY_SCENARIO (JSON): base_url,
 // keys {admin, user, limited} and user_wallet. It prints one line per step and exits non-zero on a failure.
 import createClient from "openapi-fetch";
 import type { components, paths } from "./generated/schema.js";
+import { walletSteps } from "./wallet_steps.js";
 
 declare const process: { env: Record<string, string | undefined>; exitCode?: number };
 
@@ -406,6 +407,7 @@ const STEPS: [string, () => Promise<void>][] = [
   ["get_user", getUser],
   ["key_problems", keyProblems],
   ["webhooks", webhooks],
+  ...walletSteps({ anonymous, user, client, tag }),
 ];
 
 for (const [name, step] of STEPS) {

@@ -1,0 +1,195 @@
+"""Sign-in with Ethereum (EIP-4361): the nonces this service issues, and a signed message turned into a key.
+
+Nonces are rows of signin_nonces, so that any worker or node accepts a nonce another issued. The first
+sign-in that names a nonce deletes its row, in one statement whose result decides: of two sign-ins with
+one nonce, only the one whose DELETE found the row may go on, and its key is issued in that same
+transaction (the one write of a sign-in, and so its cost on SQLite's write lock). Issuing a nonce
+first purges the expired ones, and refuses (TooManyNonces) while IDENTITY_SIWE_MAX_NONCES are waiting,
+so the table stays bounded whoever asks, and however often.
+
+The checks run in the contract's order; each failure is a SigninRefused naming its check, whose detail
+says what to do. A message that does not parse is an InvalidMessage naming its first wrong line.
+"""
+
+import logging
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from types import SimpleNamespace
+
+from flask import current_app
+from sqlalchemy import bindparam, delete, func, insert, select, update
+
+from ..storage.database import write_transaction
+from ..storage.models import SigninNonce, User, utcnow
+from . import siwe
+from .errors import InvalidMessage, SigninOff, SigninRefused, TooManyNonces
+from .keys import add_key, key_log, key_record
+from .signatures import SignatureError
+from .users import user_of_wallet
+
+# Who issued a signed-in key (a Key's created_by), and its label when the body gives none.
+SIWE = "siwe"
+DEFAULT_LABEL = "sign-in"
+# The contract's checks after the message's grammar (check 1), by number, named as a refusal names them.
+CHECKS = {2: "domain", 3: "version and chain", 4: "nonce", 5: "times", 6: "signature"}
+
+NONCES = SigninNonce.__table__
+_PURGE = delete(NONCES).where(NONCES.c.expires_at <= bindparam("now"))
+# The nonces waiting, counted up to the cap only: a count past it would tell nothing more.
+_WAITING = select(func.count()).select_from(select(NONCES.c.nonce).limit(bindparam("cap")).subquery())
+_SOONEST = select(func.min(NONCES.c.expires_at))
+_ISSUE = insert(NONCES)
+_SPEND = delete(NONCES).where(NONCES.c.nonce == bindparam("nonce")).returning(NONCES.c.expires_at)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The app's IDENTITY_SIWE_* settings (identity.config)."""
+
+    domain: str
+    uri: str
+    nonce_seconds: int
+    max_nonces: int
+    chain_ids: tuple[int, ...] | None
+    key_seconds: int
+
+
+def settings():
+    """The sign-in settings of the current app; SigninOff when IDENTITY_SIWE_DOMAIN is not set."""
+    config = current_app.config
+    domain = config.get("IDENTITY_SIWE_DOMAIN")
+    if not domain:
+        raise SigninOff()
+    return Settings(
+        domain=domain, uri=config.get("IDENTITY_SIWE_URI") or f"https://{domain}",
+        nonce_seconds=config["IDENTITY_SIWE_NONCE_SECONDS"], max_nonces=config["IDENTITY_SIWE_MAX_NONCES"],
+        chain_ids=config.get("IDENTITY_SIWE_CHAIN_IDS"), key_seconds=config["IDENTITY_SIWE_KEY_SECONDS"],
+    )
+
+
+def check_on():
+    """SigninOff unless sign-in with Ethereum is on (IDENTITY_SIWE_DOMAIN is set)."""
+    settings()
+
+
+def issue_nonce():
+    """A fresh nonce, stored until it is spent or expires: {nonce, expires_at, domain, uri}.
+
+    TooManyNonces while IDENTITY_SIWE_MAX_NONCES are waiting (the expired ones purged first).
+    """
+    config = settings()
+    now = utcnow()
+    nonce, expires_at = siwe.new_nonce(), now + timedelta(seconds=config.nonce_seconds)
+    with write_transaction() as session:
+        session.execute(_PURGE, {"now": now})
+        full = session.execute(_WAITING, {"cap": config.max_nonces}).scalar_one() >= config.max_nonces
+        soonest = session.execute(_SOONEST).scalar_one() if full else None
+        if not full:
+            session.execute(_ISSUE, {"nonce": nonce, "expires_at": expires_at})
+    if full:
+        log.warning("sign-in nonce refused: %d are waiting, the most IDENTITY_SIWE_MAX_NONCES allows", config.max_nonces)
+        raise TooManyNonces(config.max_nonces, max(1, math.ceil((soonest - now).total_seconds())))
+    return {"nonce": nonce, "expires_at": expires_at, "domain": config.domain, "uri": config.uri}
+
+
+def sign_in(text, signature, scope=None, label=None):
+    """Check the EIP-4361 message `text` and its personal_sign `signature` in the contract's order, and issue
+    a key for its wallet, of `scope` (default write) and `label` (default DEFAULT_LABEL); returns the issued
+    key's record with its `user` (see signed_in_record).
+
+    Raises InvalidMessage (check 1) or SigninRefused (checks 2 to 6). Checks 5 and 6 need no database: they
+    are worked out first, so that the nonce is spent and the key issued in one transaction; a refusal is
+    still the first failing check's, in the contract's order, and the nonce is spent whatever it is.
+    """
+    config = settings()
+    try:
+        message = siwe.parse(text)
+    except siwe.MessageError as error:
+        raise InvalidMessage(error.line, error.detail) from None
+    _check_domain(message, config)
+    _check_chain(message, config)
+    now = utcnow()
+    failure = _failed_times(message, now) or _failed_signature(message, text, signature)
+    key_expires_at = now + timedelta(seconds=config.key_seconds)
+    if message.expiration_time is not None:
+        key_expires_at = min(key_expires_at, message.expiration_time)
+    nonce_expires_at = issued = None
+    with write_transaction() as session:
+        if len(message.nonce) == siwe.NONCE_LENGTH:  # any other length was never issued here
+            nonce_expires_at = session.execute(_SPEND, {"nonce": message.nonce}).scalar_one_or_none()
+        if nonce_expires_at is not None and nonce_expires_at > now and failure is None:
+            user = user_of_wallet(session, message.address, "User", now)
+            session.execute(update(User).where(User.id == user["id"]).values(last_login=now))
+            user["last_login"] = now
+            issued = add_key(session, user["id"], now, scope or "write", label or DEFAULT_LABEL, key_expires_at,
+                             created_by=SIWE)
+    if nonce_expires_at is None:
+        raise _refused(4, "The nonce was not issued by this service, or a sign-in used it already: ask GET "
+                       "/auth/nonce for a fresh one and sign a new message.", message)
+    if nonce_expires_at <= now:
+        raise _refused(4, "The nonce has expired (IDENTITY_SIWE_NONCE_SECONDS after it was issued): ask GET "
+                       "/auth/nonce for a fresh one and sign a new message.", message)
+    if failure is not None:
+        raise _refused(*failure, message)
+    key, api_key = issued
+    key_log.info("key %s issued for %s by sign-in with Ethereum", api_key.id, message.address, extra={
+        "key_id": api_key.id, "wallet": message.address, "acting_wallet": SIWE, "scope": api_key.scope,
+    })
+    return signed_in_record(key, api_key, user)
+
+
+def signed_in_record(key, api_key, user):
+    """A key just issued by sign-in: its record, its plaintext this once, and its user (a mapping of its columns)."""
+    return {**key_record(api_key, SimpleNamespace(**user)), "key": key, "user": user}
+
+
+def _check_domain(message, config):
+    """Check 2: the message names this service's domain (and, when it names one, the scheme of its URI)."""
+    if message.domain.lower() != config.domain.lower():
+        raise _refused(2, f"The message is for {message.domain}, not for this service, which signs in at "
+                       f"{config.domain}: sign a message whose first line names {config.domain}.", message)
+    scheme = config.uri.partition(":")[0].lower()
+    if message.scheme is not None and message.scheme.lower() != scheme:
+        raise _refused(2, f"The message is for {message.scheme}://{message.domain}; this service signs in at "
+                       f"{scheme}://{config.domain}.", message)
+
+
+def _check_chain(message, config):
+    """Check 3: the message's Chain ID is one of IDENTITY_SIWE_CHAIN_IDS, when that is set (its Version, 1,
+    is the grammar's: check 1)."""
+    if config.chain_ids is not None and message.chain_id not in config.chain_ids:
+        accepted = ", ".join(map(str, config.chain_ids))
+        raise _refused(3, f"Chain ID {message.chain_id} is not one this service accepts ({accepted}): switch the "
+                       "wallet to one of them and sign again.", message)
+
+
+def _failed_times(message, now):
+    """Check 5, as (5, detail) when it fails: Issued At, Expiration Time and Not Before allow `now`."""
+    try:
+        siwe.check_times(message, now)
+    except siwe.TimeCheckError as error:
+        return 5, f"{error.detail} Sign a new message, with a fresh nonce."
+    return None
+
+
+def _failed_signature(message, text, signature):
+    """Check 6, as (6, detail) when it fails: the signature is personal_sign's of `text` by the message's wallet."""
+    try:
+        signer = siwe.recover_personal_sign(text, signature)
+    except SignatureError as error:
+        return 6, f"{error.detail} Send the wallet's personal_sign signature of the message's exact text."
+    if signer != message.address:
+        return 6, (f"The signature is not {message.address}'s: it recovers to another wallet. Sign the message "
+                   "with the wallet it names (contract wallets, EIP-1271, are not supported).")
+    return None
+
+
+def _refused(number, detail, message):
+    """The refusal of check `number` for `message`, logged with its wallet (never the message or signature)."""
+    check = CHECKS[number]
+    log.info("sign-in of %s refused at check %d (%s)", message.address, number, check,
+             extra={"wallet": message.address, "check": check})
+    return SigninRefused(check, f"Sign-in refused at check {number} ({check}): {detail}")

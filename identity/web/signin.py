@@ -1,0 +1,103 @@
+"""Sign-in with Ethereum (EIP-4361): a nonce, then a wallet's signed message for a key of its own. No key is
+needed; each route has a budget per client address (web.limits). Both are 404 until IDENTITY_SIWE_DOMAIN is set.
+"""
+
+from functools import wraps
+
+from ..core import signin
+from ..core.errors import SigninOff
+from ..schemas import SignedInSchema, SigninNonceSchema, signin_schema
+from . import blp, limits
+from .keys import ISSUED_EXAMPLE, ME_EXAMPLE
+from .openapi import BODY, UNAVAILABLE, operation, problems
+from .problems import problem_body
+
+_WALLET = "0x25F0de053303DC1E4F857Befe51E283754fD249a"
+NONCE_EXAMPLE = {
+    "nonce": "Kq3m8ZtP0aR7wXy2bC5d", "expires_at": "2026-11-21T09:40:00.123456Z", "domain": "identity.example.com",
+    "uri": "https://identity.example.com",
+}
+# A message of that nonce, and its wallet's personal_sign signature (the example wallet's key is public: a
+# hash of a phrase; the signature recovers to _WALLET).
+SIGNIN_EXAMPLE = {
+    "message": "\n".join([
+        f"identity.example.com wants you to sign in with your Ethereum account:\n{_WALLET}\n",
+        "Sign in to the Identity service.\n", "URI: https://identity.example.com", "Version: 1", "Chain ID: 1",
+        "Nonce: Kq3m8ZtP0aR7wXy2bC5d", "Issued At: 2026-11-21T09:30:00Z",
+    ]),
+    "signature": "0x87a222a3d7dc8d46506f11210e9040635de30a7e0100d08bdf3261293570fb96132fcda65e6e067133c842b6ecb230"
+    "217e4abcaf3f386d8fc30802a43bc591d21b",
+}
+SIGNED_IN_EXAMPLE = {
+    **ISSUED_EXAMPLE, "wallet": _WALLET, "scope": "write", "label": signin.DEFAULT_LABEL, "created_by": signin.SIWE,
+    "expires_at": "2026-11-28T09:30:00.123456Z", "user": {**ME_EXAMPLE["user"], "wallet": _WALLET},
+}
+NO_STORE = {"Cache-Control": {"schema": {"type": "string", "enum": ["no-store"]}, "description": "no-store"}}
+OFF = {"description": "Sign-in with Ethereum is off: IDENTITY_SIWE_DOMAIN is not set.",
+       "example": problem_body(404, SigninOff.DETAIL)}
+BUDGET = {
+    "description": "This client address's budget for the route is spent (IDENTITY_RATELIMIT_SIGNIN); retry after "
+    "Retry-After seconds.",
+    "headers": {name: {"schema": {"type": "string"}} for name in ("Retry-After", "X-RateLimit-Limit",
+                                                                  "X-RateLimit-Remaining", "X-RateLimit-Reset")},
+}
+REFUSED = {
+    "description": "The message failed a check: its domain (2), chain (3), nonce (4: not issued here, used, or "
+    "expired; a nonce is spent by the first sign-in that names it), times (5) or signature (6); the detail names it.",
+    "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": 'SIWE realm="<domain>"'}},
+    "example": problem_body(401, "Sign-in refused at check 4 (nonce): The nonce was not issued by this service, or a "
+                            "sign-in used it already: ask GET /auth/nonce for a fresh one and sign a new message."),
+}
+NOT_A_MESSAGE = {
+    "description": "A field is missing or invalid, or the message is not an EIP-4361 message (errors.message names "
+    "its first wrong line; an address not in its EIP-55 checksummed form is one).",
+    "example": problem_body(422, "The message is not an EIP-4361 (Sign-In with Ethereum) message: line 2: the "
+                            "address is all lower case, which carries no EIP-55 checksum: expected its checksummed "
+                            f"form, {_WALLET}.", errors={"message": ["line 2: ..."]}),
+}
+
+
+def signin_on(view):
+    """Answer 404 (naming IDENTITY_SIWE_DOMAIN) while sign-in is off: before the budget and the body."""
+
+    @wraps(view)
+    def on(*args, **kwargs):
+        signin.check_on()
+        return view(*args, **kwargs)
+
+    return on
+
+
+@blp.route("/auth/nonce", endpoint="get_signin_nonce")
+@signin_on
+@limits.nonces
+@operation("getSigninNonce", security=[])
+@blp.response(200, SigninNonceSchema, example=NONCE_EXAMPLE, headers=NO_STORE)
+@problems(404, 429, 503, _404=OFF, _429=BUDGET, _503={
+    **UNAVAILABLE, "description": "The database does not answer, or as many sign-ins are in progress as "
+    "IDENTITY_SIWE_MAX_NONCES allows: retry after Retry-After seconds."})
+def get_signin_nonce():
+    """A nonce for a sign-in with Ethereum, with the domain and URI its message names.
+
+    Single use, valid on every node of the service until expires_at. No API key needed.
+    """
+    return signin.issue_nonce(), 200, {"Cache-Control": "no-store"}
+
+
+@blp.route("/auth/siwe", methods=["POST"], endpoint="sign_in_with_ethereum")
+@signin_on
+@limits.signins
+@operation("signInWithEthereum", security=[])
+@blp.arguments(signin_schema, example=SIGNIN_EXAMPLE)
+@blp.response(201, SignedInSchema, example=SIGNED_IN_EXAMPLE, headers=NO_STORE,
+              description="A key for the message's wallet, shown this once, and its user (a new wallet becomes a User).")
+@problems(BODY, 401, 404, 429, 503, _401=REFUSED, _404=OFF, _422=NOT_A_MESSAGE, _429=BUDGET)
+def sign_in_with_ethereum(fields):
+    """Sign in with Ethereum (EIP-4361): a wallet's personal_sign signature of a message naming a nonce, for a
+    key of that wallet's user, issued by `siwe`.
+
+    The key expires at the message's Expiration Time, and no later than IDENTITY_SIWE_KEY_SECONDS (7 days)
+    from now. No API key needed.
+    """
+    signed_in = signin.sign_in(fields["message"], fields["signature"], fields.get("scope"), fields.get("label"))
+    return signed_in, 201, {"Cache-Control": "no-store"}

@@ -37,6 +37,13 @@ def identity_changes(identity_id):
     return {"data": entries}
 
 
+# The seq of the feed's last entry as the answer was made: how far behind its end a follower is.
+FEED_HEAD = "Feed-Head"
+FEED_HEAD_DOC = {
+    "description": "The seq of the feed's last entry when the answer was made (0 for an empty feed); for a stream, "
+    "when it started. A follower is this far behind minus its position (a mirror's lag).",
+    "schema": {"type": "string", "pattern": "^(0|[1-9][0-9]{0,15})$"},
+}
 STREAM_QUERY = {
     "description": "An unknown or invalid query parameter or Last-Event-ID; errors names each.",
     "example": problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
@@ -54,11 +61,13 @@ TOO_MANY_STREAMS = {
 @operation("listChanges", responses={200: EVENT_STREAM_DOC})
 @blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
 @blp.arguments(LastEventIdSchema, location="headers", error_status_code=400)
-@blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
+@blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]},
+              headers={FEED_HEAD: FEED_HEAD_DOC})
 @problems(400, 429, _400=STREAM_QUERY, _429=TOO_MANY_STREAMS)
 def change_feed(args, headers):
     """Every Identity's changes after a sequence number, in order: poll with the last next_after, long-poll
-    (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream)."""
+    (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream);
+    include_docs=true adds each entry's Identity."""
     return _answer(args, headers.get("last_event_id"), current_caller())
 
 
@@ -70,8 +79,13 @@ def _answer(args, last_event_id, caller):
     """GET /changes: the feed that `args` (ChangeFeedArgsSchema) and the Accept header ask for."""
     feed = args.get("feed") or ("eventsource" if request.accept_mimetypes.best == EVENT_STREAM else "normal")
     full = caller.role == "Admin"
+    docs = args["include_docs"]
     if feed == "normal":
-        return history.feed(args["after"], args["limit"], full)
+        if docs:
+            page = history.page(streams.shown_with_docs(history.entries_after(args["after"], args["limit"]), full), args["after"])
+        else:
+            page = history.feed(args["after"], args["limit"], full)
+        return page, 200, {FEED_HEAD: str(history.head())}
     # The key's lookup left the request's session in a transaction: its connection goes back to the
     # pool now, not when the long poll answers or the stream ends.
     db.session.commit()
@@ -86,18 +100,19 @@ def _answer(args, last_event_id, caller):
     gone = _client_gone(request.environ)
     if feed == "longpoll":
         try:
-            follower = streams.Follower(hub, args["after"], args["limit"], full, caller, gone)
-            return follower.longpoll(_seconds(args.get("timeout"), LONGPOLL_TIMEOUT_MS))
+            follower = streams.Follower(hub, args["after"], args["limit"], full, caller, gone, docs)
+            page = follower.longpoll(_seconds(args.get("timeout"), LONGPOLL_TIMEOUT_MS))
+            return page, 200, {FEED_HEAD: str(max(history.head(), page["next_after"]))}
         finally:
             release()
     start = args["after"] if last_event_id is None else last_event_id
-    follower = streams.Follower(hub, start, args["limit"], full, caller, gone)
+    follower = streams.Follower(hub, start, args["limit"], full, caller, gone, docs)
     until = time.monotonic() + _seconds(args.get("timeout"), math.inf)
     response = current_app.response_class(
         stream_with_context(follower.events(until, args["heartbeat"] / 1000)),
         mimetype=EVENT_STREAM,
         # No cache keeps it, and nginx passes each event on at once rather than buffer the stream.
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", FEED_HEAD: str(follower.fresh_from)},
     )
     response.call_on_close(release)  # whether or not the stream ever started
     return response

@@ -18,9 +18,10 @@ from flask import current_app
 from marshmallow import ValidationError
 from sqlalchemy import select, text
 
-from ..core import content, history
+from ..core import history
 from ..core.identities import IDENTITIES
 from ..core.users import USERS
+from ..core.verify import Unverified, verified_content_id
 from ..schemas import identity_import_schema
 from ..storage.database import db, write_transaction
 from ..storage.models import new_id, utcnow
@@ -54,8 +55,8 @@ class Refused(Exception):
 
 
 @dataclass
-class _Batch:
-    """Lines to write in one transaction: their rows as JSON arrays of STATEMENT_ROWS rows each (text
+class Batch:
+    """Rows to write in one transaction (an import's lines, a mirror's entries, each with its number): their rows as JSON arrays of STATEMENT_ROWS rows each (text
     is compact, so memory stays flat), with what the writer looks up, in the rows' order."""
 
     chunks: list = field(default_factory=list)
@@ -99,7 +100,7 @@ def import_identities(lines, wallet, counts=None, on_refused=None, progress=None
     counts = counts if counts is not None else ImportCounts()
     report = _Report(counts, on_refused)
     with _Writer(current_app._get_current_object(), wallet, report) as writer:
-        batch = _Batch()
+        batch = Batch()
         for number, line in enumerate(lines, 1):
             counts.lines = number
             if progress:
@@ -120,7 +121,7 @@ def import_identities(lines, wallet, counts=None, on_refused=None, progress=None
             batch.add(number, row)
             if len(batch.lines) >= batch_size:
                 writer.write(batch)
-                batch = _Batch()
+                batch = Batch()
         if batch.lines:
             writer.write(batch)
     return counts
@@ -145,6 +146,16 @@ def parse_line(line):
         raise Refused(f"not JSON ({error}); each line must be one Identity object as `identities export` writes it") from None
     if not isinstance(data, dict):
         raise Refused("not a JSON object; each line must be one Identity object as `identities export` writes it")
+    try:
+        return row_of(data)
+    except Unverified as unverified:
+        raise Refused(f"{unverified}: the line was altered; export it again from its source") from None
+
+
+def row_of(data):
+    """The row to insert for `data`, an exported Identity (a dict, as a line holds it): its fields validated
+    as a create's (Refused when one is not valid) and its addresses recomputed from its content
+    (identity.core.verify's Unverified when they are not its own)."""
     fields = load_common(data)
     if fields is not None:
         # The common form spells each number and timestamp one way only, the way they are stored.
@@ -158,19 +169,13 @@ def parse_line(line):
         fields.update({name: str(fields[name]) for name in UINT256_KEYS})
         fields.update({name: _utc_text(fields[name]) for name in TIMESTAMP_KEYS})
         fields["id"] = str(fields["id"])
-    stored = {name: fields[name] for name in content.CONTENT_FIELDS if fields.get(name) is not None}
-    content_id = content.content_id_of(content.canonical_bytes(stored))
-    parsed = content.parse_identity_id(fields["identity_id"])
-    if parsed is None or parsed[1] != content_id:
-        raise Refused(
-            f"identity_id {fields['identity_id']} is not the address of this content, which is {content_id}: "
-            "the line was altered; export it again from its source"
-        )
-    identity_hash = content.identity_hash_of(content_id)
-    if fields["identity_hash"] != identity_hash:
-        raise Refused(f"identity_hash is not the hash of this content's address, which is {identity_hash}")
-    fields["content_id"] = content_id
+    fields["content_id"] = verified_content_id(fields)
     return tuple([fields.get(name) for name in _ROW])
+
+
+def row_values(row, names):
+    """The values of `names` in `row` (as row_of makes it)."""
+    return {name: row[_ROW.index(name)] for name in names}
 
 
 def _utc_text(moment):
@@ -269,44 +274,73 @@ class _Writer:
 
 def _write(batch, wallet, report):
     """Insert one batch in one transaction: known content is skipped, a taken id refused."""
-    batch.close()
-    chunks, sizes, identity_ids, refused = batch.chunks, batch.sizes, batch.identity_ids, []
     with write_transaction() as session:
-        dialect = session.get_bind().dialect.name
-        if dialect == "sqlite":
-            # A large import inserts into many indexes at random places: a bigger page cache keeps them in memory.
-            cache_kib = int(current_app.config["IDENTITY_IMPORT_CACHE_MB"]) * 1024
-            session.execute(text(f"PRAGMA cache_size = -{cache_kib}"))
-        known, taken = set(), set()
-        for chunk in chunks:
-            known.update(session.scalars(_present(dialect, "content_id"), {"rows": chunk}))
-            taken.update(session.scalars(_present(dialect, "id"), {"rows": chunk}))
-        if known or taken:
-            chunks, sizes, identity_ids, refused = _without(batch, known, taken)
-        if identity_ids:
-            _make_users(session, batch.creators)
-            for chunk, size in zip(chunks, sizes, strict=True):
-                inserted = session.execute(_insert_rows(dialect), {"rows": chunk}).rowcount
-                if inserted != size:  # every creator was made a User above: no row may be left out
-                    raise RuntimeError(f"the import inserted {inserted} rows of a statement's {size}")
-            history.record_created_many(session, identity_ids, wallet, utcnow())
-    report.committed(len(identity_ids), len(batch.lines) - len(identity_ids) - len(refused), refused)
+        use_bulk_cache(session)
+        written = write_batch(session, batch, wallet)
+    inserted = len(written.identity_ids)
+    report.committed(inserted, len(batch.lines) - inserted - len(written.taken), written.taken)
+
+
+@dataclass
+class Written:
+    """What write_batch inserted (identity_ids and ids, in the batch's order) and what it left out: the
+    numbers of the rows whose content is here already, and (number, id) of those refused for a taken id."""
+
+    identity_ids: list
+    ids: list
+    known: list
+    taken: list
+
+
+def use_bulk_cache(session):
+    """On SQLite, give the session's connection IDENTITY_IMPORT_CACHE_MB of page cache: a large import
+    inserts into many indexes at random places, and a bigger cache keeps them in memory."""
+    if session.get_bind().dialect.name == "sqlite":
+        cache_kib = int(current_app.config["IDENTITY_IMPORT_CACHE_MB"]) * 1024
+        session.execute(text(f"PRAGMA cache_size = -{cache_kib}"))
+
+
+def write_batch(session, batch, wallet):
+    """Insert `batch`'s rows in `session`'s write transaction, each with a `created` entry in the change
+    log in the name of `wallet`, and their creators made Users when new: a few statements, whatever their
+    number. A row whose content is here already is left out, and so is one whose id another identity has."""
+    batch.close()
+    dialect = session.get_bind().dialect.name
+    known, taken = set(), set()
+    for chunk in batch.chunks:
+        known.update(session.scalars(_present(dialect, "content_id"), {"rows": chunk}))
+        taken.update(session.scalars(_present(dialect, "id"), {"rows": chunk}))
+    chunks, sizes, written = batch.chunks, batch.sizes, None
+    if known or taken:
+        chunks, sizes, written = _without(batch, known, taken)
+    else:
+        written = Written(batch.identity_ids, list(batch.ids), [], [])
+    if written.identity_ids:
+        _make_users(session, batch.creators)
+        for chunk, size in zip(chunks, sizes, strict=True):
+            inserted = session.execute(_insert_rows(dialect), {"rows": chunk}).rowcount
+            if inserted != size:  # every creator was made a User above: no row may be left out
+                raise RuntimeError(f"the import inserted {inserted} rows of a statement's {size}")
+        history.record_created_many(session, written.identity_ids, wallet, utcnow())
+    return written
 
 
 def _without(batch, known, taken):
-    """The batch's chunks, their sizes and identity ids without the rows of `known` content or a
-    `taken` id, and the (line number, id) of the rows refused for a taken id."""
+    """The batch's chunks and their sizes without the rows of `known` content or a `taken` id, and what
+    is left of it (Written)."""
     rows = [row for chunk in batch.chunks for row in orjson.loads(chunk)]
-    kept, refused = [], []
+    kept, written = [], Written([], [], [], [])
     for row, number in zip(rows, batch.lines, strict=True):
         if row[_CONTENT_ID] in known:
-            continue
-        if row[_ID] in taken:
-            refused.append((number, row[_ID]))
+            written.known.append(number)
+        elif row[_ID] in taken:
+            written.taken.append((number, row[_ID]))
         else:
             kept.append(row)
+            written.identity_ids.append(row[_IDENTITY_ID])
+            written.ids.append(row[_ID])
     chunks = [kept[start:start + STATEMENT_ROWS] for start in range(0, len(kept), STATEMENT_ROWS)]
-    return [orjson.dumps(chunk).decode() for chunk in chunks], list(map(len, chunks)), [row[_IDENTITY_ID] for row in kept], refused
+    return [orjson.dumps(chunk).decode() for chunk in chunks], list(map(len, chunks)), written
 
 
 def _row_source(dialect):

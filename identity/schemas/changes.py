@@ -16,7 +16,8 @@ class ChangeSchema(Schema):
     identity_id = fields.String(required=True, metadata={"pattern": IDENTITY_ID_PATTERN})
     at = Timestamp(required=True)
     wallet = fields.String(
-        metadata={"description": "Who acted: the calling key's wallet, or `cli` for the command line."}
+        metadata={"description": "Who acted: the calling key's wallet, `cli` for the command line, or `mirror` for "
+                  "an entry a mirror copied from its upstream."}
     )
     kind = fields.String(required=True, metadata={"enum": ["created", "changed"]})
     fields_ = fields.Dict(

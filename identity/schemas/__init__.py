@@ -38,6 +38,7 @@ from .keys import (
     MeSchema,
     UserWithCountSchema,
 )
+from .mirrors import MirrorCreateSchema, MirrorListSchema, MirrorPatchSchema, MirrorSchema
 from .portable import IdentityImportSchema, identity_import_schema
 from .webhooks import (
     MAX_SEQ,
@@ -86,6 +87,10 @@ __all__ = [
     "KeySchema",
     "LastEventIdSchema",
     "MeSchema",
+    "MirrorCreateSchema",
+    "MirrorListSchema",
+    "MirrorPatchSchema",
+    "MirrorSchema",
     "ProblemSchema",
     "StatusSchema",
     "UserSchema",

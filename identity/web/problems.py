@@ -119,6 +119,8 @@ STATUSES = {
     errors.UserNotFound: 404,
     errors.IdentityNotFound: 404,
     errors.WebhookNotFound: 404,
+    errors.MirrorNotFound: 404,
+    errors.MirrorConflict: 409,
     errors.KeyNotLive: 409,
     errors.IdentityExists: 409,
     errors.IdentityRemoved: 410,

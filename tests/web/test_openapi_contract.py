@@ -35,6 +35,11 @@ OPERATION_IDS = {
     ("/webhooks/{webhook_id}", "patch"): "updateWebhook",
     ("/webhooks/{webhook_id}", "delete"): "deleteWebhook",
     ("/webhooks/{webhook_id}/deliveries", "get"): "listWebhookDeliveries",
+    ("/mirrors", "post"): "createMirror",
+    ("/mirrors", "get"): "listMirrors",
+    ("/mirrors/{mirror_id}", "get"): "getMirror",
+    ("/mirrors/{mirror_id}", "patch"): "updateMirror",
+    ("/mirrors/{mirror_id}", "delete"): "deleteMirror",
 }
 MAX_SAFE_INTEGER = 2**53 - 1
 # EIP-55's own test vector: mixed case, valid checksum.

@@ -62,13 +62,15 @@ class LiveServer:
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout=60):
-        self.launch()
+    def start(self, timeout=60, same_port=False):
+        """Start gunicorn and wait until it is ready; `same_port`: on the port it had (a restart, which its
+        clients find where they left it)."""
+        self.launch(same_port)
         return self.wait_until_ready(timeout)
 
-    def launch(self):
+    def launch(self, same_port=False):
         """Start gunicorn without waiting for it; see wait_until_ready."""
-        self.port = free_port()
+        self.port = self.port if same_port and self.port else free_port()
         env = {
             **os.environ, "DATABASE_URL": self.database_url, "HOST": "127.0.0.1", "PORT": str(self.port),
             "WEB_CONCURRENCY": str(self.workers), "PROMETHEUS_MULTIPROC_DIR": str(self.output_dir / "metrics"),
@@ -76,6 +78,7 @@ class LiveServer:
         }
         if self.workers is None:  # as gunicorn.conf.py decides
             del env["WEB_CONCURRENCY"]
+        self.output_dir.mkdir(parents=True, exist_ok=True)  # again, after a stop removed it
         with open(self.output_dir / "stdout", "ab") as stdout, open(self.output_dir / "stderr", "ab") as stderr:
             self.process = subprocess.Popen(
                 [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"],

@@ -13,23 +13,12 @@ from urllib.parse import urlsplit
 from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from ..core.errors import InvalidFields, MirrorConflict, MirrorNotFound
+from ..core.errors import MirrorConflict, MirrorNotFound
 from ..storage.database import db, write_transaction
 from ..storage.models import Mirror, utcnow
 
 log = logging.getLogger(__name__)
 
-def upstream_url(url):
-    """`url` as a mirror keeps it: the upstream's base (its feed is this + /changes), without a slash at
-    its end. Raises InvalidFields for a URL that carries credentials, a query or a fragment; its scheme
-    and host were checked by the schema (schemas.MirrorCreateSchema)."""
-    parts = urlsplit(url)
-    if parts.username is not None or parts.password is not None:
-        raise InvalidFields({"url": ["The URL must not carry a user name or password; the upstream is sent `key`."]})
-    if parts.query or parts.fragment:
-        raise InvalidFields({"url": ["Give the upstream's base URL, without a query or fragment: its feed is this "
-                                     "URL followed by /changes."]})
-    return url.rstrip("/")
 
 
 def default_name(url):
@@ -41,7 +30,7 @@ def default_name(url):
 def register(url, key, name=None):
     """Register the upstream at `url`, read with `key`, from the start of its feed; returns the Mirror.
     Raises MirrorConflict when that name or that upstream is registered already."""
-    url = upstream_url(url)
+    url = url.rstrip("/")  # checked by the schema (schemas.MirrorCreateSchema): the upstream's base URL
     name = name or default_name(url)
     mirror = Mirror(name=name, url=url, api_key=key, active=True, position=0, upstream_head=0, applied=0,
                     already_present=0, rejected=0)

@@ -4,7 +4,7 @@ import re
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validates_schema
 
-from .fields import MAX_URL_LENGTH, JsonBoolean, Text, Timestamp, TrimmedText, Url
+from .fields import MAX_URL_LENGTH, BaseUrl, JsonBoolean, Text, Timestamp, TrimmedText
 from .webhooks import MAX_SEQ
 
 MIRROR_KEY_PATTERN = r"^[\x21-\x7e]{1,1024}$"
@@ -40,7 +40,7 @@ class MirrorCreateSchema(Schema):
     url = Text(
         required=True,
         raw_max_length=4 * MAX_URL_LENGTH,
-        validate=Url({"https", "http"}),
+        validate=BaseUrl(),
         metadata={"description": MIRROR_URL_DESCRIPTION, "maxLength": MAX_URL_LENGTH, "example": "https://identity.example.org"},
     )
     key = _key(required=True)

@@ -52,7 +52,7 @@ def test_bad_input_is_one_line_saying_what_is_wrong(runner):
     bad_url = add(runner, "ftp://10.0.0.7/")
     assert bad_url.exit_code == 2 and "url" in bad_url.output and "Traceback" not in bad_url.output
     credentials = add(runner, "http://user:pw@10.0.0.7/")
-    assert credentials.exit_code == 1 and "user name or password" in credentials.output
+    assert credentials.exit_code == 2 and "user name or password" in credentials.output
     add(runner, "http://10.0.0.7/")
     twice = add(runner, "http://10.0.0.7/", "--name", "other")
     assert twice.exit_code == 1 and "registered already" in twice.output

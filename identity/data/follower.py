@@ -40,8 +40,9 @@ LEASE = "mirrors"
 EXTENSION = "identity_mirror_follower"
 # How often the lease holder looks for mirrors to follow, and an idle run at its mirror's row.
 LOOK_SECONDS = 1.0
-# Reads (a long poll's page, what one read of a stream brought) queued ahead of the applier.
-QUEUED_READS = 64
+# Reads (a long poll's page, what one read of a stream brought, at most 256 KiB) queued ahead of the applier:
+# about a batch.
+QUEUED_READS = 16
 # The most entries applied in one transaction: when far behind, large batches spread each transaction's
 # costs (SQLite's full-text index flush, the commit) thin; caught up, a batch is what has just arrived.
 BATCH = 5000

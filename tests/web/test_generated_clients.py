@@ -46,6 +46,8 @@ def server(tmp_path_factory):
     prepare_database(database_url, new_wallet())
     server = LiveServer(database_url, workers=1, env={
         "IDENTITY_RATELIMIT_CREATE": CREATE_BUDGET, "IDENTITY_KEY_CACHE_SECONDS": KEY_CACHE_SECONDS,
+        # The scenarios register mirrors of made-up upstreams: this server must not follow them.
+        "IDENTITY_MIRRORS_FOLLOW": "0",
     }).start()
     server.database = database_url
     yield server
@@ -139,7 +141,8 @@ def test_openapi_generator_python_client_runs_a_short_scenario(server, document_
     wallet = new_wallet()
     sys.path.insert(0, str(output))
     try:
-        scenario = generator_scenario.GeneratorScenario(server.url, key_for(server.database, "User", wallet), wallet)
+        scenario = generator_scenario.GeneratorScenario(
+            server.url, key_for(server.database, "User", wallet), wallet, admin_key=key_for(server.database, "Admin"))
         assert scenario.run() == list(generator_scenario.STEPS)
     finally:
         sys.path.remove(str(output))

@@ -56,7 +56,8 @@ lint: install-dev
 # The floor's only extra, orjson, is pinned in requirements.txt (make test checks the floor too);
 # wrk is a system package. Settings: BENCH_SECONDS, BENCH_ROUNDS, BENCH_WARMUP, BENCH_SKIP_1M=1 (no 1M part;
 # bench/portable.py then measures export, import and snapshot at 20,000 identities instead of 1,000,000),
-# BENCH_QUICK=1 (a first look in about four minutes); bench/streams.py: BENCH_STREAMS, BENCH_STREAM_CREATES.
+# BENCH_QUICK=1 (a first look in about four minutes); bench/streams.py: BENCH_STREAMS, BENCH_STREAM_CREATES;
+# bench/mirrors.py: BENCH_MIRROR_N.
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
@@ -65,6 +66,7 @@ bench: install-dev
 	$(BIN)/python bench/streams.py
 	$(BIN)/python bench/webhooks.py
 	$(BIN)/python bench/portable.py
+	$(BIN)/python bench/mirrors.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

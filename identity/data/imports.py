@@ -56,8 +56,9 @@ class Refused(Exception):
 
 @dataclass
 class Batch:
-    """Rows to write in one transaction (an import's lines, a mirror's entries, each with its number): their rows as JSON arrays of STATEMENT_ROWS rows each (text
-    is compact, so memory stays flat), with what the writer looks up, in the rows' order."""
+    """Rows to write in one transaction (an import's lines, a mirror's entries; each with its number): as
+    JSON arrays of STATEMENT_ROWS rows each (text is compact, so memory stays flat), with what the writer
+    looks up, in the rows' order."""
 
     chunks: list = field(default_factory=list)
     sizes: list = field(default_factory=list)

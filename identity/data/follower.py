@@ -295,6 +295,8 @@ class Follower:
         """Renew the lease when due, then start a run for each active mirror; returns when to renew next."""
         now = time.monotonic()
         try:
+            if not self.holding() and not self.active_mirrors():
+                return 0.0  # nothing to follow: no lease asked for, no write
             if now >= renew_at:
                 held = lease.take(LEASE, self.holder, self.ttl)
                 if held and not self.holding():
@@ -316,9 +318,14 @@ class Follower:
         self.failing = None
         return renew_at
 
-    def dispatch(self):
+    def active_mirrors(self):
+        """The ids of the active mirrors."""
         active = db.session.execute(select(Mirror.id).where(Mirror.active)).scalars().all()
         db.session.commit()
+        return active
+
+    def dispatch(self):
+        active = self.active_mirrors()
         with self.lock:
             for mirror_id in active:
                 if mirror_id not in self.runs:

@@ -24,6 +24,8 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 MAX_EVENT_BYTES = 1024 * 1024
 USER_AGENT = "identity-service-mirror/1"
 FEED_HEAD = "Feed-Head"
+# The contract's largest seq: what every JSON parser reads exactly.
+MAX_SEQ = 2**53 - 1
 EVENT_STREAM = "text/event-stream"
 # Upstream text that reaches a log line or last_error: printable, short.
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
@@ -69,11 +71,11 @@ def _retry_after(response):
 
 
 def checked_entry(entry):
-    """`entry` if it is an entry at all (an object with a positive integer seq); the mirror checks the rest
-    of it, and rejects it alone. Raises UpstreamError: without a seq nothing can be skipped in order."""
-    if not isinstance(entry, dict) or type(entry.get("seq")) is not int or entry["seq"] < 1:
+    """`entry` if it is an entry at all (an object with a seq, 1 to 2^53 - 1); the mirror checks the rest of
+    it, and rejects it alone. Raises UpstreamError: without a seq nothing can be skipped in order."""
+    if not isinstance(entry, dict) or type(entry.get("seq")) is not int or not 1 <= entry["seq"] <= MAX_SEQ:
         raise UpstreamError("The upstream's answer is not the contract's shape: an entry of its feed has no "
-                            "positive integer seq. Is the URL an Identity service's?")
+                            "seq from 1 to 2^53 - 1. Is the URL an Identity service's?")
     return entry
 
 
@@ -232,7 +234,7 @@ def _json(data):
 
 def _head(response):
     value = response.headers.get(FEED_HEAD, "")
-    return int(value) if value.isdigit() and len(value) <= 16 else None
+    return int(value) if value.isdigit() and len(value) <= 16 and int(value) <= MAX_SEQ else None
 
 
 def describe(error):

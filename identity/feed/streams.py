@@ -123,10 +123,11 @@ class Follower:
         try:
             while True:
                 pairs = self.next_entries()
-                if pairs and self.docs:
-                    yield events_with_docs(pairs, self.full)
-                elif pairs:
-                    yield "".join(event(entry, status, self.full) for entry, status in pairs)
+                if pairs:
+                    if self.docs:
+                        yield events_with_docs(pairs, self.full)
+                    else:
+                        yield "".join(event(entry, status, self.full) for entry, status in pairs)
                     continue
                 why = self.wait(min(until, next_beat))
                 if why in (CLOSED, REVOKED, GONE) or time.monotonic() >= until:

@@ -35,8 +35,6 @@ LATENCY = Histogram(
 IDENTITIES_CREATED = Counter("identity_identities_created", "Identities created.")
 
 
-
-
 class MirrorCollector:
     """identity_mirror_lag_entries and identity_mirror_rejected_total, by mirror name, from the mirrors' rows."""
 

@@ -1,6 +1,17 @@
-"""flask mirrors ...: add, list, pause, resume, remove, as the routes do; the upstream key never printed."""
+"""flask mirrors ...: add, list, pause, resume, remove, as the routes do, and run, a follower on its own; the
+upstream key never printed."""
 
+import os
+import signal
+import subprocess
+import time
 import uuid
+
+from identity.data import mirrors
+from identity.storage.database import db
+from identity.storage.models import Lease
+from tests.live import BIN, ROOT
+from tests.mirroring import LyingUpstream, doc, entry
 
 UPSTREAM_KEY = "idsk_the-upstreams-key-printed-nowhere"
 
@@ -24,8 +35,6 @@ def test_add_prints_the_id_last_and_list_shows_the_mirror_without_its_key(runner
 
 
 def test_the_key_can_come_from_standard_input(runner, app):
-    from identity.data import mirrors
-
     added = add(runner, "http://10.0.0.7:8000", key="-", stdin=UPSTREAM_KEY + "\n")
     assert added.exit_code == 0, added.output
     with app.app_context():
@@ -33,8 +42,6 @@ def test_the_key_can_come_from_standard_input(runner, app):
 
 
 def test_pause_resume_and_remove(runner, app):
-    from identity.data import mirrors
-
     mirror_id = add(runner, "http://10.0.0.7:8000").stdout.strip().splitlines()[-1]
     paused = runner.invoke(args=["mirrors", "pause", mirror_id])
     assert paused.exit_code == 0 and "paused" in paused.output
@@ -58,3 +65,28 @@ def test_bad_input_is_one_line_saying_what_is_wrong(runner):
     assert twice.exit_code == 1 and "registered already" in twice.output
     unknown = runner.invoke(args=["mirrors", "pause", "not-an-id"])
     assert unknown.exit_code == 2
+
+
+def test_mirrors_run_follows_on_its_own_until_sigterm_and_gives_its_lease_up(app, database_url):
+    with LyingUpstream([entry(n, doc(n)) for n in range(1, 6)]) as upstream:
+        with app.app_context():
+            mirror_id = mirrors.register(upstream.url, UPSTREAM_KEY).id
+        env = {**os.environ, "DATABASE_URL": database_url}
+        running = subprocess.Popen([str(BIN / "flask"), "--app", "app", "mirrors", "run"], cwd=ROOT, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                with app.app_context():
+                    position = mirrors.get(mirror_id).position
+                if position == 5 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        finally:
+            running.send_signal(signal.SIGTERM)
+            _, err = running.communicate(timeout=30)
+    assert position == 5, err[-2000:]
+    assert running.returncode == 0 and "Following the mirrors" in err and UPSTREAM_KEY not in err
+    with app.app_context():
+        assert db.session.get(Lease, "mirrors") is None
+        db.session.commit()

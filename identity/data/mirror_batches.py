@@ -105,6 +105,10 @@ def apply(mirror_id, mirror, entries, position, head):
         if row is None or not row.active or row.position != position:
             return None
         done = Applied(last, already_present=checked.already_present, rejected=checked.rejected)
+        if checked.changes:
+            # The identities to change are locked before the feed's lock (which storing takes), in the order
+            # a curation takes them: a PATCH of one of them meanwhile waits, and never deadlocks with this.
+            session.execute(_FROM_MIRROR, {"identity_ids": sorted(checked.changes), "mirror_id": mirror_id}).all()
         _store(session, mirror_id, checked, done)
         _change(session, mirror_id, checked, done)
         values = {"position": last, "upstream_head": max(head, last), "updated_at": utcnow()}

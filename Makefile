@@ -66,6 +66,7 @@ lint: install-dev
 # BENCH_QUICK=1 (a first look in about four minutes); bench/streams.py: BENCH_STREAMS, BENCH_STREAM_CREATES;
 # bench/console.py: BENCH_CONSOLE_IDENTITIES, BENCH_CONSOLE_REPEAT.
 # bench/signin.py: BENCH_SIGNINS, BENCH_CREATES.
+# bench/mirrors.py: BENCH_MIRROR_N.
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
@@ -76,6 +77,7 @@ bench: install-dev
 	$(BIN)/python bench/portable.py
 	$(BIN)/python bench/console.py
 	$(BIN)/python bench/signin.py
+	$(BIN)/python bench/mirrors.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

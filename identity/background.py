@@ -4,16 +4,20 @@ and stops with the app.
 - The webhook deliverer (identity.feed.delivery) runs in every serving process; a lease in the database lets
   one at a time deliver, across processes and nodes. `flask --app app webhooks deliver` runs one on its
   own, and IDENTITY_WEBHOOKS_DELIVER=0 keeps a node's serving processes out.
+- The mirrors' follower (identity.data.follower) likewise: one at a time across processes and nodes follows
+  every active mirror's upstream; `flask --app app mirrors run` runs one on its own, and
+  IDENTITY_MIRRORS_FOLLOW=0 keeps a node's serving processes out.
 - The live feed's hub (identity.feed.live) wakes the long polls and event streams of the process; the first
   of them starts it.
 
-Under gunicorn's gevent worker both are greenlets, started and stopped by gunicorn.conf.py's worker
+Under gunicorn's gevent worker they are greenlets, started and stopped by gunicorn.conf.py's worker
 hooks; under `flask run`, threads, started here; the Flask test client starts only the hub, on demand.
 """
 
 import click
 from werkzeug.serving import is_running_from_reloader
 
+from .data import follower
 from .feed import delivery, live
 
 
@@ -38,6 +42,7 @@ def start(app):
     """Start the background work of a serving process (gunicorn's post_worker_init, `flask run`)."""
     if _is_this_service(app):
         delivery.start(app)
+        follower.start(app)
 
 
 def end_streams():
@@ -47,7 +52,9 @@ def end_streams():
 
 
 def stop(app, timeout=2.0):
-    """Stop `app`'s background work in this process: the deliverer gives its lease up, the hub ends."""
+    """Stop `app`'s background work in this process: the deliverer and the follower give their leases up,
+    the hub ends."""
     if _is_this_service(app):
         delivery.stop(app, timeout)
+        follower.stop(app, timeout)
         live.stop(app)

@@ -206,6 +206,13 @@ def settings_from_env(environ=None):
         "IDENTITY_WEBHOOK_POLL_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_POLL_SECONDS", 0.5, 0.01),
         # The deliveries log keeps this many of the latest attempts per webhook.
         "IDENTITY_WEBHOOK_DELIVERIES_KEPT": _int(environ, "IDENTITY_WEBHOOK_DELIVERIES_KEPT", 100),
+        # Mirrors (identity.data.follower). A node follows its upstreams unless told not to; one follower works
+        # at a time across every process and node, through a lease in the database.
+        "IDENTITY_MIRRORS_FOLLOW": _bool(environ, "IDENTITY_MIRRORS_FOLLOW", True),
+        # The follower's lease: a holder that stops renewing it is replaced within this time and a third.
+        "IDENTITY_MIRROR_LEASE_SECONDS": _seconds(environ, "IDENTITY_MIRROR_LEASE_SECONDS", 15.0, 1.0),
+        # After a failure to read an upstream, the pause before the next try doubles from 1 s up to this.
+        "IDENTITY_MIRROR_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_MIRROR_RETRY_MAX_SECONDS", 60.0, 0.1),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",

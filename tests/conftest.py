@@ -274,10 +274,10 @@ def live_server(tmp_path_factory):
 
     database_url = f"sqlite:///{tmp_path_factory.mktemp('live') / 'identity.db'}"
     api_key = prepare_database(database_url, ADMIN_WALLET)
-    # Schemathesis registers webhooks to made-up public URLs: this server must not deliver to them.
-    # Sign-in is on, so that its routes are fuzzed too.
+    # Schemathesis registers webhooks and mirrors of made-up URLs: this server must not deliver to them, nor
+    # follow them. Sign-in is on, so that its routes are fuzzed too.
     server = LiveServer(database_url, workers=2, env={
-        "IDENTITY_WEBHOOKS_DELIVER": "0", "IDENTITY_SIWE_DOMAIN": "identity.test",
+        "IDENTITY_WEBHOOKS_DELIVER": "0", "IDENTITY_MIRRORS_FOLLOW": "0", "IDENTITY_SIWE_DOMAIN": "identity.test",
     }).start()
     server.api_key = api_key
     yield server

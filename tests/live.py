@@ -67,13 +67,15 @@ class LiveServer:
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout=60):
-        self.launch()
+    def start(self, timeout=60, same_port=False):
+        """Start gunicorn and wait until it is ready; `same_port`: on the port it had (a restart, which its
+        clients find where they left it)."""
+        self.launch(same_port)
         return self.wait_until_ready(timeout)
 
-    def launch(self):
+    def launch(self, same_port=False):
         """Start gunicorn without waiting for it; see wait_until_ready."""
-        self.port = self.fixed_port or free_port()
+        self.port = self.fixed_port or (self.port if same_port and self.port else free_port())
         env = {
             **os.environ, "DATABASE_URL": self.database_url, "HOST": "127.0.0.1", "PORT": str(self.port),
             "WEB_CONCURRENCY": str(self.workers), "PROMETHEUS_MULTIPROC_DIR": str(self.output_dir / "metrics"),

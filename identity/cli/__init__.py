@@ -1,5 +1,6 @@
 """The command line, `flask --app app ...`: `keys` (issue, list, rotate, revoke), `identities` (curate, export,
-import, snapshot), `backup`, `restore`, `db copy`, `check-database`, and `webhooks deliver` (a deliverer on its own).
+import, snapshot), `backup`, `restore`, `db copy`, `check-database`, `webhooks deliver` (a deliverer on its own),
+and `mirrors` (the upstreams this instance follows, and `mirrors run`, a follower on its own).
 One module per group; what they share is here."""
 
 import functools
@@ -25,7 +26,7 @@ def init_app(app):
     """Give `app` the service's commands (`flask db copy` goes beside Flask-Migrate's own `db` commands)."""
     from flask_migrate.cli import db as migrate_commands
 
-    from . import background, data, keys
+    from . import background, data, keys, mirrors
 
     app.cli.add_command(check_database)
     app.cli.add_command(keys.keys)
@@ -33,6 +34,7 @@ def init_app(app):
     app.cli.add_command(data.restore)
     app.cli.add_command(data.identities)
     app.cli.add_command(background.webhooks)
+    app.cli.add_command(mirrors.mirrors_group)
     migrate_commands.add_command(data.copy_database)
 
 

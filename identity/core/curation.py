@@ -59,17 +59,7 @@ def update_identity(identity_id, changes, wallet, precondition=None):
         identity = identity_record(row)
         if precondition is not None and not precondition(identity):
             raise PreconditionFailed()
-        changed = {
-            name: {"before": EDITABLE[name](identity[name]), "after": EDITABLE[name](after)}
-            for name, after in changes.items()
-            if identity[name] != after
-        }
-        if changed:
-            now = utcnow()
-            values = {name: changes[name] for name in changed}
-            session.execute(update(IDENTITIES).where(IDENTITIES.c.id == identity["id"]).values(**values, updated_at=now))
-            history.record_changed(session, identity_id, wallet, changed, at=now)
-            identity.update(values, updated_at=now)
+        apply_changes(session, identity, changes, wallet, utcnow())
     return identity
 
 
@@ -81,3 +71,21 @@ def status_before_removal(entries):
         if status and status["after"] == "removed" and status["before"] != "removed":
             return status["before"]
     return "complete"
+
+
+def apply_changes(session, identity, changes, wallet, at, updated_at=None):
+    """In `session`'s write transaction, with `identity` (a mapping, as identity_record's) locked: set those of
+    `changes` (validated: field -> new value) that differ from it, and record them in its history at `at`.
+    Its updated_at becomes `updated_at` (default `at`); `identity` is updated too. Returns what was recorded
+    ({field: {"before", "after"}}; empty when nothing differed, and then nothing is written)."""
+    changed = {
+        name: {"before": EDITABLE[name](identity[name]), "after": EDITABLE[name](after)}
+        for name, after in changes.items()
+        if identity[name] != after
+    }
+    if changed:
+        values = {**{name: changes[name] for name in changed}, "updated_at": updated_at or at}
+        session.execute(update(IDENTITIES).where(IDENTITIES.c.id == identity["id"]).values(**values))
+        history.record_changed(session, identity["identity_id"], wallet, changed, at=at)
+        identity.update(values)
+    return changed

@@ -80,6 +80,17 @@ class WebhookNotFound(ServiceError):
         super().__init__(self.DETAIL)
 
 
+class MirrorNotFound(ServiceError):
+    DETAIL = "No mirror has this id; GET /mirrors lists them."
+
+    def __init__(self):
+        super().__init__(self.DETAIL)
+
+
+class MirrorConflict(ServiceError):
+    """A mirror of that name or of that upstream is registered already; the detail names it."""
+
+
 class PreconditionFailed(ServiceError):
     """If-Match named another representation than the current one: nothing was changed."""
 

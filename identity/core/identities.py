@@ -20,6 +20,7 @@ IDENTITIES_WITH_CREATOR = select(IDENTITIES, *(column.label(_CREATOR + column.ke
     IDENTITIES, USERS, IDENTITIES.c.creator_id == USERS.c.id
 )
 _IDENTITY_BY_ID = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id == bindparam("identity_id"))
+_IDENTITIES_BY_ID = IDENTITIES_WITH_CREATOR.where(IDENTITIES.c.identity_id.in_(bindparam("identity_ids", expanding=True)))
 _IDENTITY_OF_CONTENT = select(IDENTITIES.c.identity_id).where(IDENTITIES.c.content_id == bindparam("content_id"))
 _IDENTITY_KEYS = tuple(IDENTITIES.c.keys())
 _CREATOR_KEYS = tuple(USERS.c.keys())
@@ -47,6 +48,17 @@ def get_identity(identity_id):
     """The Identity with this identity_id (see identity_record), or None."""
     row = get_identity_row(identity_id)
     return None if row is None else identity_record(row)
+
+
+def identities_by_id(identity_ids):
+    """The Identities (see identity_record) of those of `identity_ids` that exist, by identity_id: one
+    statement for them all (a page of the change feed with its docs)."""
+    wanted = sorted({identity_id for identity_id in identity_ids if content.has_identity_id_form(identity_id)})
+    if not wanted:
+        return {}
+    with one_statement() as session:
+        rows = session.execute(_IDENTITIES_BY_ID, {"identity_ids": wanted}).all()
+    return {record["identity_id"]: record for record in map(identity_record, rows)}
 
 
 def canonical_content(identity):

@@ -8,24 +8,20 @@ Lines are written in batches, one transaction each, so a long import keeps what 
 stopped.
 """
 
-import functools
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC
 
 import orjson
 from flask import current_app
 from marshmallow import ValidationError
-from sqlalchemy import select, text
 
-from ..core import authorship, content, history
-from ..core.identities import IDENTITIES
-from ..core.signatures import SignatureError, canonical_signature
-from ..core.users import USERS
+from ..core.signatures import canonical_signature
+from ..core.verify import Unverified, check_creator_signature, verified_content_id
 from ..schemas import identity_import_schema
-from ..storage.database import db, write_transaction
-from ..storage.models import new_id, utcnow
+from ..storage.database import write_transaction
+from .bulk import ROW, ROW_CONTENT_ID, ROW_ID, Batch, use_bulk_cache, write_batch
 from .exports import TIMESTAMP_KEYS, UINT256_KEYS
 from .plain_lines import load_common
 
@@ -33,9 +29,6 @@ from .plain_lines import load_common
 # transaction (the full-text indexes' flush, the commit) spread thin, small enough that a batch commits
 # in about a second, since the service's own writes wait for it.
 IMPORT_BATCH = 10_000
-# Rows inserted by one statement. SQLite journals each page a statement changes once per statement,
-# where one statement per row journaled the pages of a dozen indexes for every row.
-STATEMENT_ROWS = 2000
 
 
 @dataclass
@@ -55,37 +48,6 @@ class Refused(Exception):
     """A line that cannot be imported; the message says why and what to fix."""
 
 
-@dataclass
-class _Batch:
-    """Lines to write in one transaction: their rows as JSON arrays of STATEMENT_ROWS rows each (text
-    is compact, so memory stays flat), with what the writer looks up, in the rows' order."""
-
-    chunks: list = field(default_factory=list)
-    sizes: list = field(default_factory=list)
-    pending: list = field(default_factory=list)
-    lines: list = field(default_factory=list)
-    identity_ids: list = field(default_factory=list)
-    content_ids: set = field(default_factory=set)
-    ids: set = field(default_factory=set)
-    creators: set = field(default_factory=set)
-
-    def add(self, number, row):
-        self.pending.append(row)
-        if len(self.pending) >= STATEMENT_ROWS:
-            self.close()
-        self.lines.append(number)
-        self.identity_ids.append(row[_IDENTITY_ID])
-        self.content_ids.add(row[_CONTENT_ID])
-        self.ids.add(row[_ID])
-        self.creators.add(row[_CREATOR])
-
-    def close(self):
-        if self.pending:
-            self.chunks.append(orjson.dumps(self.pending).decode())
-            self.sizes.append(len(self.pending))
-            self.pending = []
-
-
 def import_identities(lines, wallet, counts=None, on_refused=None, progress=None, batch_size=IMPORT_BATCH):
     """Import exported identities from `lines` (bytes or str, one JSON object each); returns ImportCounts.
 
@@ -101,7 +63,7 @@ def import_identities(lines, wallet, counts=None, on_refused=None, progress=None
     counts = counts if counts is not None else ImportCounts()
     report = _Report(counts, on_refused)
     with _Writer(current_app._get_current_object(), wallet, report) as writer:
-        batch = _Batch()
+        batch = Batch()
         for number, line in enumerate(lines, 1):
             counts.lines = number
             if progress:
@@ -113,41 +75,39 @@ def import_identities(lines, wallet, counts=None, on_refused=None, progress=None
             except Refused as refusal:
                 report.refused(number, str(refusal))
                 continue
-            if row[_CONTENT_ID] in batch.content_ids:
+            if row[ROW_CONTENT_ID] in batch.content_ids:
                 report.skipped()  # the same content twice in the file: the first one stands
                 continue
-            if row[_ID] in batch.ids:
-                report.refused(number, f"id {row[_ID]} is the id of an earlier line's identity; give this line a new id")
+            if row[ROW_ID] in batch.ids:
+                report.refused(number, f"id {row[ROW_ID]} is the id of an earlier line's identity; give this line a new id")
                 continue
             batch.add(number, row)
             if len(batch.lines) >= batch_size:
                 writer.write(batch)
-                batch = _Batch()
+                batch = Batch()
         if batch.lines:
             writer.write(batch)
     return counts
 
 
-# A row of an import, as parse_line returns it and the insert reads it: the identities' columns in
-# this order, the creator's wallet in place of creator_id, each value as JSON holds it (numbers of
-# 256 bits as decimal text, timestamps as the export's RFC 3339 text in UTC).
-_ROW = (
-    "id", "identity_id", "content_id", "identity_hash", "vault_id", "display_name", "description", "image",
-    "external_reference", "corpora_id", "semantic", "creator", "created_at", "updated_at", "num_positions",
-    "assets_sum", "conviction_sum", "conviction_price", "status", "is_user", "user_conviction", "user_conviction_value",
-    "creator_signature",
-)
-_ID, _IDENTITY_ID, _CONTENT_ID, _CREATOR = (_ROW.index(name) for name in ("id", "identity_id", "content_id", "creator"))
-
-
 def parse_line(line):
-    """The row to insert for one export line (see _ROW); raises Refused when the line is not a sound identity."""
+    """The row to insert for one export line (see bulk.ROW); raises Refused when the line is not a sound identity."""
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError as error:
         raise Refused(f"not JSON ({error}); each line must be one Identity object as `identities export` writes it") from None
     if not isinstance(data, dict):
         raise Refused("not a JSON object; each line must be one Identity object as `identities export` writes it")
+    try:
+        return row_of(data)
+    except Unverified as unverified:
+        raise Refused(f"{unverified}: the line was altered; export it again from its source") from None
+
+
+def row_of(data):
+    """The row to insert for `data`, an exported Identity (a dict, as a line holds it): its fields validated
+    as a create's (Refused when one is not valid) and its addresses recomputed from its content
+    (identity.core.verify's Unverified when they are not its own)."""
     fields = load_common(data)
     if fields is not None:
         # The common form spells each number and timestamp one way only, the way they are stored.
@@ -161,30 +121,16 @@ def parse_line(line):
         fields.update({name: str(fields[name]) for name in UINT256_KEYS})
         fields.update({name: _utc_text(fields[name]) for name in TIMESTAMP_KEYS})
         fields["id"] = str(fields["id"])
-    check = content.check_address(fields, fields["identity_id"], fields["identity_hash"])
-    if not check.id_matches:
-        raise Refused(
-            f"identity_id {fields['identity_id']} is not the address of this content, which is {check.content_id}: "
-            "the line was altered; export it again from its source"
-        )
-    if not check.hash_matches:
-        raise Refused(f"identity_hash is not the hash of this content's address, which is {check.identity_hash}")
-    fields["content_id"] = check.content_id
+    content_id = fields["content_id"] = verified_content_id(fields)
     if fields["creator_signature"] is not None:
-        fields["creator_signature"] = _signature_of(check.content_id, fields["creator_signature"], fields["creator"])
-    return tuple([fields.get(name) for name in _ROW])
+        check_creator_signature(content_id, fields["creator"], fields["creator_signature"])
+        fields["creator_signature"] = canonical_signature(fields["creator_signature"])
+    return tuple([fields.get(name) for name in ROW])
 
 
-def _signature_of(content_id, signature, creator):
-    """`signature` in its stored form, if it is `creator`'s EIP-712 claim on `content_id`; else Refused."""
-    try:
-        signer = authorship.recover_author(content_id, signature)
-    except SignatureError as error:
-        raise Refused(f"creator_signature: {error.detail}") from None
-    if signer != creator:
-        raise Refused(f"creator_signature is not the creator's: it recovers to {signer}, not to {creator}; the line "
-                      "was altered, or its signature belongs to other content")
-    return canonical_signature(signature)
+def row_values(row, names):
+    """The values of `names` in `row` (as row_of makes it)."""
+    return {name: row[ROW.index(name)] for name in names}
 
 
 def _utc_text(moment):
@@ -283,96 +229,10 @@ class _Writer:
 
 def _write(batch, wallet, report):
     """Insert one batch in one transaction: known content is skipped, a taken id refused."""
-    batch.close()
-    chunks, sizes, identity_ids, refused = batch.chunks, batch.sizes, batch.identity_ids, []
     with write_transaction() as session:
-        dialect = session.get_bind().dialect.name
-        if dialect == "sqlite":
-            # A large import inserts into many indexes at random places: a bigger page cache keeps them in memory.
-            cache_kib = int(current_app.config["IDENTITY_IMPORT_CACHE_MB"]) * 1024
-            session.execute(text(f"PRAGMA cache_size = -{cache_kib}"))
-        known, taken = set(), set()
-        for chunk in chunks:
-            known.update(session.scalars(_present(dialect, "content_id"), {"rows": chunk}))
-            taken.update(session.scalars(_present(dialect, "id"), {"rows": chunk}))
-        if known or taken:
-            chunks, sizes, identity_ids, refused = _without(batch, known, taken)
-        if identity_ids:
-            _make_users(session, batch.creators)
-            for chunk, size in zip(chunks, sizes, strict=True):
-                inserted = session.execute(_insert_rows(dialect), {"rows": chunk}).rowcount
-                if inserted != size:  # every creator was made a User above: no row may be left out
-                    raise RuntimeError(f"the import inserted {inserted} rows of a statement's {size}")
-            history.record_created_many(session, identity_ids, wallet, utcnow())
-    report.committed(len(identity_ids), len(batch.lines) - len(identity_ids) - len(refused), refused)
+        use_bulk_cache(session)
+        written = write_batch(session, batch, wallet)
+    inserted = len(written.identity_ids)
+    report.committed(inserted, len(batch.lines) - inserted - len(written.taken), written.taken)
 
 
-def _without(batch, known, taken):
-    """The batch's chunks, their sizes and identity ids without the rows of `known` content or a
-    `taken` id, and the (line number, id) of the rows refused for a taken id."""
-    rows = [row for chunk in batch.chunks for row in orjson.loads(chunk)]
-    kept, refused = [], []
-    for row, number in zip(rows, batch.lines, strict=True):
-        if row[_CONTENT_ID] in known:
-            continue
-        if row[_ID] in taken:
-            refused.append((number, row[_ID]))
-        else:
-            kept.append(row)
-    chunks = [kept[start:start + STATEMENT_ROWS] for start in range(0, len(kept), STATEMENT_ROWS)]
-    return [orjson.dumps(chunk).decode() for chunk in chunks], list(map(len, chunks)), [row[_IDENTITY_ID] for row in kept], refused
-
-
-def _row_source(dialect):
-    """The FROM clause that reads `:rows`, a JSON array of _ROW arrays, as rows `r` (r.value one
-    array), and what orders them as in the array."""
-    if dialect == "sqlite":
-        return "json_each(:rows) AS r", "r.key"
-    return "jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS r(value, n)", "r.n"
-
-
-@functools.cache
-def _present(dialect, name):
-    """The `name` (content_id or id) of each row of `:rows` that an identity here has already."""
-    rows, _order = _row_source(dialect)
-    # Every name in the SQL comes from this module (_ROW, _row_source), none from the input: its
-    # values are bound (:rows).
-    sql = f"SELECT i.{name} FROM {rows} JOIN identities AS i ON i.{name} = r.value ->> {_ROW.index(name)}"  # nosec B608
-    return text(sql)
-
-
-@functools.cache
-def _insert_rows(dialect):
-    """INSERT ... SELECT of every row of a batch, given as one JSON array of _ROW arrays (`:rows`).
-
-    One statement for the whole batch: SQLite journals each page it changes once per statement, and
-    the database does the work with Python's lock released.
-    """
-    columns = [IDENTITIES.c["creator_id" if name == "creator" else name] for name in _ROW]
-    values = []
-    for index, column in enumerate(columns):
-        value = f"r.value ->> {index}"
-        if column.name == "creator_id":
-            value = "users.id"
-        elif dialect == "sqlite":
-            if column.name in TIMESTAMP_KEYS:
-                # SQLite keeps the naive UTC text SQLAlchemy writes: 2026-01-01 00:00:00.000000.
-                value = f"substr({value}, 1, 10) || ' ' || substr({value}, 12, 15)"
-        else:
-            value = f"CAST({value} AS {column.type.compile(dialect=db.engine.dialect)})"
-        values.append(value)
-    rows, order = _row_source(dialect)
-    # As in _present: the table's own column names and this module's expressions; the rows are bound.
-    names = ", ".join(column.name for column in columns)
-    sql = f"INSERT INTO identities ({names}) SELECT {', '.join(values)} FROM {rows} JOIN users ON users.wallet = r.value ->> {_CREATOR} ORDER BY {order}"  # nosec B608
-    return text(sql)
-
-
-def _make_users(session, wallets):
-    """Make a User of each of `wallets` not seen before."""
-    known = set(session.scalars(select(USERS.c.wallet).where(USERS.c.wallet.in_(wallets))))
-    missing = sorted(wallets - known)
-    if missing:
-        now = utcnow()
-        new = [{"id": new_id(), "wallet": w, "role": "User", "created_at": now, "updated_at": now, "last_login": None} for w in missing]
-        session.execute(USERS.insert(), new)

@@ -4,6 +4,10 @@ sequence order, with the polling feed's redaction (the contract's "Live changes"
 The long poll and the stream wait on this process's hub (identity.feed.live), holding no database
 connection while they wait; they read their entries from the hub, or from the database when they are
 further behind than the hub keeps.
+
+With include_docs, each entry carries `doc`, its identity as the client's key may read it now: read
+at the moment the entries are sent, one query per batch of entries, and encoded for this client alone
+(a doc changes after its entry: it is not kept with the hub's entries).
 """
 
 import logging
@@ -14,7 +18,7 @@ import time
 from flask import current_app
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..core import history
+from ..core import history, identities
 from ..schemas import ChangeSchema
 from . import live
 
@@ -28,13 +32,17 @@ CLIENT_CHECK_SECONDS = 1.0
 _change_schema = ChangeSchema()
 
 
+def _text(entry, data):
+    return f"id: {entry.seq}\nevent: change\ndata: {data}\n\n"
+
+
 def event(entry, status, full):
     """One entry as an SSE event: `id:` its seq, `event: change`, `data:` its JSON (on one line)."""
     redacted = history.redacted(status, full)
     text = entry.encoded.get(redacted)
     if text is None:  # encoded once per process for all the clients that see it alike
         data = current_app.json.dumps(_change_schema.dump(history.shown(entry.whole, status, full)))
-        text = entry.encoded[redacted] = f"id: {entry.seq}\nevent: change\ndata: {data}\n\n"
+        text = entry.encoded[redacted] = _text(entry, data)
     return text
 
 
@@ -56,13 +64,33 @@ def client_gone(environ):
     return gone
 
 
+def shown_with_docs(pairs, full):
+    """The (entry, status) `pairs` (entry a whole entry's mapping) as a `full` (Admin) or other key may see
+    them, each with `doc`, its identity as that key may read it now: one query for them all. An entry
+    shown redacted has none; nor has one whose identity was removed since, for a non-Admin key."""
+    docs = identities.identities_by_id(entry["identity_id"] for entry, status in pairs if not history.redacted(status, full))
+    shown = []
+    for entry, status in pairs:
+        visible = history.shown(entry, status, full)
+        doc = None if history.redacted(status, full) else docs.get(entry["identity_id"])
+        shown.append(visible if doc is None or history.redacted(doc["status"], full) else {**visible, "doc": doc})
+    return shown
+
+
+def events_with_docs(pairs, full):
+    """The (Entry, status) `pairs` as SSE events whose entries carry their docs (see shown_with_docs)."""
+    shown = shown_with_docs([(entry.whole, status) for entry, status in pairs], full)
+    dumps = current_app.json.dumps
+    return "".join(_text(entry, dumps(_change_schema.dump(each))) for (entry, _), each in zip(pairs, shown, strict=True))
+
+
 class Follower:
     """One client following the feed after `position`: it reads its entries and waits for more, until the
     hub closes or finds its holder (the key's id, or the console session's: see live.Hub.follow) no
     longer valid."""
 
-    def __init__(self, hub, position, limit, full, holder, client_gone=None):
-        self.hub, self.position, self.limit, self.full = hub, position, limit, full
+    def __init__(self, hub, position, limit, full, holder, client_gone=None, docs=False):
+        self.hub, self.position, self.limit, self.full, self.docs = hub, position, limit, full, docs
         self.holder = holder
         # Whether the client has gone (closed its connection), where the server can tell; else never.
         self.client_gone = client_gone or (lambda: False)
@@ -102,6 +130,8 @@ class Follower:
         pairs = self.next_entries()
         while not pairs and self.wait(until) == ENTRY:
             pairs = self.next_entries()
+        if self.docs:
+            return history.page(shown_with_docs([(entry.whole, status) for entry, status in pairs], self.full), after)
         return history.page([history.shown(entry.whole, status, self.full) for entry, status in pairs], after)
 
     def events(self, until, heartbeat):
@@ -115,7 +145,10 @@ class Follower:
             while True:
                 pairs = self.next_entries()
                 if pairs:
-                    yield "".join(event(entry, status, self.full) for entry, status in pairs)
+                    if self.docs:
+                        yield events_with_docs(pairs, self.full)
+                    else:
+                        yield "".join(event(entry, status, self.full) for entry, status in pairs)
                     continue
                 why = self.wait(min(until, next_beat))
                 if why in (CLOSED, REVOKED, GONE) or time.monotonic() >= until:

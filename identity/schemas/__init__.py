@@ -39,6 +39,7 @@ from .keys import (
     MeSchema,
     UserWithCountSchema,
 )
+from .mirrors import MirrorCreateSchema, MirrorListSchema, MirrorPatchSchema, MirrorSchema
 from .portable import IdentityImportSchema, identity_import_schema
 from .wallets import (
     IdentityPreviewSchema,
@@ -96,6 +97,10 @@ __all__ = [
     "KeySchema",
     "LastEventIdSchema",
     "MeSchema",
+    "MirrorCreateSchema",
+    "MirrorListSchema",
+    "MirrorPatchSchema",
+    "MirrorSchema",
     "ProblemSchema",
     "SignedInSchema",
     "SigninNonceSchema",

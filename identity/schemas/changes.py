@@ -3,6 +3,7 @@
 from marshmallow import RAISE, Schema, fields, validate
 
 from .fields import IDENTITY_ID_PATTERN, MAX_SAFE_INTEGER, Timestamp
+from .identities import IdentitySchema
 
 FEEDS = ("normal", "longpoll", "eventsource")
 
@@ -15,7 +16,8 @@ class ChangeSchema(Schema):
     identity_id = fields.String(required=True, metadata={"pattern": IDENTITY_ID_PATTERN})
     at = Timestamp(required=True)
     wallet = fields.String(
-        metadata={"description": "Who acted: the calling key's wallet, or `cli` for the command line."}
+        metadata={"description": "Who acted: the calling key's wallet, `cli` for the command line, or `mirror` for "
+                  "an entry a mirror copied from its upstream."}
     )
     kind = fields.String(required=True, metadata={"enum": ["created", "changed"]})
     fields_ = fields.Dict(
@@ -28,6 +30,13 @@ class ChangeSchema(Schema):
             "description": "For a change: each field changed, as {\"before\": value, \"after\": value}; "
             "null for a create.",
             "example": {"status": {"before": "complete", "after": "removed"}},
+        },
+    )
+    doc = fields.Nested(
+        IdentitySchema,
+        metadata={
+            "description": "include_docs=true: the entry's Identity as the calling key may read it now (not as it "
+            "was at this entry). Absent from an entry shown redacted, and for a removed identity to a non-Admin key."
         },
     )
 
@@ -68,6 +77,13 @@ class ChangeFeedArgsSchema(Schema):
         metadata={
             "description": "Milliseconds. `longpoll`: the longest wait for a first entry (default 30,000), then an "
             "empty page. `eventsource`: the stream ends after this long (default: it stays open)."
+        },
+    )
+    include_docs = fields.Boolean(
+        load_default=False,
+        metadata={
+            "description": "true: each entry carries `doc`, its Identity as the calling key may read it now "
+            "(CouchDB's name), so that a follower gets every entry with its identity in one feed."
         },
     )
     heartbeat = fields.Integer(

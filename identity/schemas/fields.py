@@ -140,6 +140,24 @@ class Url(validate.Validator):
         return value
 
 
+class BaseUrl(Url):
+    """The base URL of a service (a mirror's upstream): an absolute http(s) URL with a host, and no user
+    name, password, query or fragment."""
+
+    def __init__(self):
+        super().__init__({"https", "http"})
+        scheme = "|".join(_any_case(s) for s in sorted(self.schemes))
+        self.openapi_pattern = f"^({scheme})://{_URL_HOST}{_URL_PORT}(/[^?#{_control_class()}{_SPACE_NOT_CONTROL}]*)?$"
+
+    def __call__(self, value):
+        super().__call__(value)
+        if "@" in urlsplit(value).netloc:
+            raise ValidationError("Must not carry a user name or password: the upstream is sent `key`.")
+        if "?" in value or "#" in value:
+            raise ValidationError("Give the base URL, without a query or fragment: its feed is this URL followed by /changes.")
+        return value
+
+
 def documented_validators(converter, field, **kwargs):
     """apispec attribute function: the `openapi_pattern` of this module's validators goes into the document."""
     patterns = [v.openapi_pattern for v in field.validators if hasattr(v, "openapi_pattern")]

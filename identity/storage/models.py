@@ -281,3 +281,45 @@ class SigninNonce(db.Model):
 
     nonce: Mapped[str] = mapped_column(String(32), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+class Mirror(db.Model):
+    """An upstream instance that this one follows, keeping a verified copy of its identities (see
+    identity.data.follower)."""
+
+    __tablename__ = "mirrors"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    # Unique: it labels the mirror's metrics.
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    # The upstream's base URL, without a trailing slash: its feed is url + /changes.
+    url: Mapped[str] = mapped_column(Text)
+    # The key this instance sends to the upstream, kept as it was given (a credential for the upstream, not
+    # for this service), since every request needs it; never shown, never logged.
+    api_key: Mapped[str] = mapped_column(Text)
+    active: Mapped[bool] = mapped_column(default=True)
+    # The upstream seq of the last entry handled, committed with what it wrote; and the upstream's `at` of it.
+    position: Mapped[int] = mapped_column(types.BigInteger, default=0)
+    position_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The upstream's last seq as last seen.
+    upstream_head: Mapped[int] = mapped_column(types.BigInteger, default=0)
+    # Entries that changed something here; created entries whose content was here already; entries refused.
+    applied: Mapped[int] = mapped_column(types.BigInteger, default=0)
+    already_present: Mapped[int] = mapped_column(types.BigInteger, default=0)
+    rejected: Mapped[int] = mapped_column(types.BigInteger, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MirroredIdentity(db.Model):
+    """Which mirror an identity came from: a `changed` entry of an upstream applies only to the identities
+    that came from it, so that two instances that mirror each other never send a change back and forth."""
+
+    __tablename__ = "mirrored_identities"
+    __table_args__ = (Index("ix_mirrored_identities_mirror_id", "mirror_id"),)
+
+    # The identity's id (identities.id).
+    id: Mapped[str] = mapped_column(ForeignKey("identities.id"), primary_key=True)
+    mirror_id: Mapped[str] = mapped_column(ForeignKey("mirrors.id", ondelete="CASCADE"))

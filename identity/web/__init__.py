@@ -1,5 +1,5 @@
 """The HTTP API: one blueprint, one module of views per resource registering on it (identities, changes,
-keys, signin, webhooks, health), and what every request passes through (web.requests)."""
+keys, signin, webhooks, mirrors, health), and what every request passes through (web.requests)."""
 
 import flask_smorest
 
@@ -38,7 +38,7 @@ def alias(*rules, of, methods=("GET",)):
     return decorate
 
 
-from . import changes, health, identities, keys, signin, webhooks  # noqa: E402,F401 - importing a module registers its views
+from . import changes, health, identities, keys, mirrors, signin, webhooks  # noqa: E402,F401 - importing a module registers its views
 
 
 def init_app(app):

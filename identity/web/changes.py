@@ -36,6 +36,13 @@ def identity_changes(identity_id):
     return {"data": entries}
 
 
+# The seq of the feed's last entry as the answer was made: how far behind its end a follower is.
+FEED_HEAD = "Feed-Head"
+FEED_HEAD_DOC = {
+    "description": "The seq of the feed's last entry when the answer was made (0 for an empty feed); for a stream, "
+    "when it started. A follower is this far behind minus its position (a mirror's lag).",
+    "schema": {"type": "string", "pattern": "^(0|[1-9][0-9]{0,15})$"},
+}
 STREAM_QUERY = {
     "description": "An unknown or invalid query parameter or Last-Event-ID; errors names each.",
     "example": problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
@@ -59,11 +66,13 @@ TOO_MANY_STREAMS = {
 @operation("listChanges", responses={200: EVENT_STREAM_DOC})
 @blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
 @blp.arguments(LastEventIdSchema, location="headers", error_status_code=400)
-@blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]})
+@blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]},
+              headers={FEED_HEAD: FEED_HEAD_DOC})
 @problems(400, 409, 429, _400=STREAM_QUERY, _409=BEYOND_END, _429=TOO_MANY_STREAMS)
 def change_feed(args, headers):
     """Every Identity's changes after a sequence number, in order: poll with the last next_after, long-poll
-    (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream)."""
+    (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream);
+    include_docs=true adds each entry's Identity."""
     return _answer(args, headers.get("last_event_id"), current_caller())
 
 
@@ -75,8 +84,14 @@ def _answer(args, last_event_id, caller):
     """GET /changes: the feed that `args` (ChangeFeedArgsSchema) and the Accept header ask for."""
     feed = args.get("feed") or ("eventsource" if request.accept_mimetypes.best == EVENT_STREAM else "normal")
     full = caller.role == "Admin"
+    docs = args["include_docs"]
     if feed == "normal":
-        return history.feed(args["after"], args["limit"], full)
+        if not docs:
+            return history.feed(args["after"], args["limit"], full), 200, {FEED_HEAD: str(history.head())}
+        pairs = history.entries_after(args["after"], args["limit"])
+        if not pairs:
+            history.check_position(args["after"])
+        return history.page(streams.shown_with_docs(pairs, full), args["after"]), 200, {FEED_HEAD: str(history.head())}
     # A stream resumes after Last-Event-ID when its client sends one (SSE's reconnection).
     resumed = feed == "eventsource" and last_event_id is not None
     start = last_event_id if resumed else args["after"]
@@ -97,17 +112,18 @@ def _answer(args, last_event_id, caller):
     gone = streams.client_gone(request.environ)
     if feed == "longpoll":
         try:
-            follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone)
-            return follower.longpoll(_seconds(args.get("timeout"), LONGPOLL_TIMEOUT_MS))
+            follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone, docs)
+            page = follower.longpoll(_seconds(args.get("timeout"), LONGPOLL_TIMEOUT_MS))
+            return page, 200, {FEED_HEAD: str(max(history.head(), page["next_after"]))}
         finally:
             release()
-    follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone)
+    follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone, docs)
     until = time.monotonic() + _seconds(args.get("timeout"), math.inf)
     response = current_app.response_class(
         stream_with_context(follower.events(until, args["heartbeat"] / 1000)),
         mimetype=EVENT_STREAM,
         # No cache keeps it, and nginx passes each event on at once rather than buffer the stream.
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", FEED_HEAD: str(follower.fresh_from)},
     )
     response.call_on_close(release)  # whether or not the stream ever started
     return response

@@ -1,14 +1,27 @@
-"""Prometheus metrics at /metrics: requests by route and status, their latency, identities created.
+"""Prometheus metrics at /metrics: requests by route and status, their latency, identities created, and each
+mirror's lag and rejections.
 
 Under gunicorn.conf.py, prometheus_client runs in its multiprocess mode (identity.server sets it up
 before any worker starts, and names the folder in the app's IDENTITY_METRICS_DIR): every worker writes
 its samples to files there, and a scrape, whichever worker answers it, adds them all up. Without it
 (flask run, the test client) the process's own registry is served.
+
+A mirror's figures are read from its row at each scrape (MirrorCollector, a custom collector as
+prometheus_client documents them), not kept by the process that follows it: that is one process of one
+node at a time, or `flask mirrors run` with no /metrics at all, and the row is where they are true.
 """
 
-from flask import current_app, request
+import logging
+
+from flask import current_app, has_app_context, request
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..data import mirrors
+
+log = logging.getLogger(__name__)
 
 # Routes are URL rules, never raw paths: one label value per route, however many ids are asked for.
 UNMATCHED = "<unmatched>"
@@ -22,6 +35,37 @@ LATENCY = Histogram(
 IDENTITIES_CREATED = Counter("identity_identities_created", "Identities created.")
 
 
+class MirrorCollector:
+    """identity_mirror_lag_entries and identity_mirror_rejected_total, by mirror name, from the mirrors' rows."""
+
+    def describe(self):
+        return self._families()
+
+    def collect(self):
+        lag, rejected = self._families()
+        if has_app_context():  # a scrape: the app it serves; nothing for a collection outside one
+            try:
+                for mirror in mirrors.all_mirrors():
+                    lag.add_metric([mirror.name], mirrors.lag(mirror)[0])
+                    rejected.add_metric([mirror.name], mirror.rejected)
+            except SQLAlchemyError as error:
+                log.warning("metrics: the mirrors were not read (%s)", type(error).__name__)
+        return [lag, rejected]
+
+    @staticmethod
+    def _families():
+        return (
+            GaugeMetricFamily("identity_mirror_lag_entries", "Upstream entries a mirror has not handled yet.",
+                              labels=["mirror"]),
+            CounterMetricFamily("identity_mirror_rejected", "Upstream entries a mirror rejected: they did not verify.",
+                                labels=["mirror"]),
+        )
+
+
+MIRRORS = MirrorCollector()
+REGISTRY.register(MIRRORS)
+
+
 def serve_metrics():
     """The metrics in the Prometheus text format (or OpenMetrics, if the scraper asks for it)."""
     directory = current_app.config.get("IDENTITY_METRICS_DIR")
@@ -30,6 +74,7 @@ def serve_metrics():
         # Built per scrape, as prometheus_client's multiprocess documentation asks.
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=directory)
+        registry.register(MIRRORS)
     encoder, content_type = choose_encoder(request.headers.get("Accept"))
     return encoder(registry), 200, {"Content-Type": content_type}
 

@@ -16,8 +16,8 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint
 
 from ..core import content
-from ..core.errors import IdentityNotFound, IdentityRemoved, KeyNotFound, UserNotFound, WebhookNotFound
-from ..schemas import IdentityPatchSchema, IdentitySchema, WebhookPatchSchema
+from ..core.errors import IdentityNotFound, IdentityRemoved, KeyNotFound, MirrorNotFound, UserNotFound, WebhookNotFound
+from ..schemas import IdentityPatchSchema, IdentitySchema, MirrorPatchSchema, WebhookPatchSchema
 from ..schemas.fields import CONTENT_ID_PATTERN, IDENTITY_ID_PATTERN, documented_validators, safe_integers
 from . import blp
 from .auth import ADMIN_ONLY_DETAIL, CHALLENGE, HEADER, UNAUTHORIZED_DETAIL
@@ -105,6 +105,23 @@ DELIVERY_EXAMPLES = [
     {"seq": 43, "attempt": 1, "at": "2026-11-21T09:46:00.000000Z", "duration_ms": 12, "status": 503,
      "error": "answered 503"},
 ]
+MIRROR_EXAMPLE = {
+    "id": "5c9e2f1a-7d3b-4e8a-b6c1-9f0e1d2c3b4a",
+    "name": "eu-west",
+    "url": "https://identity.example.org",
+    "active": True,
+    "position": 120345,
+    "upstream_head": 120350,
+    "lag_entries": 5,
+    "lag_seconds": 0.42,
+    "applied": 118002,
+    "already_present": 2340,
+    "rejected": 3,
+    "last_error": None,
+    "last_error_at": None,
+    "created_at": "2026-11-21T09:30:00.123456Z",
+    "updated_at": "2026-11-21T09:30:00.123456Z",
+}
 
 # --- parameters and headers that several operations document ---------------------------------------
 
@@ -185,6 +202,7 @@ NOT_FOUND = {
     "key": KeyNotFound.DETAIL,
     "user": UserNotFound.DETAIL,
     "webhook": WebhookNotFound.DETAIL,
+    "mirror": MirrorNotFound.DETAIL,
 }
 # Every route with a key may answer these: declared here once, added by operation().
 SHARED = (401, 429, 503)
@@ -290,6 +308,7 @@ def init_app(app, api):
     # A patch must change something: the document says so, as the schema's validator does.
     api.spec.components.schema("IdentityPatch", {"minProperties": 1}, schema=IdentityPatchSchema)
     api.spec.components.schema("WebhookPatch", {"minProperties": 1}, schema=WebhookPatchSchema)
+    api.spec.components.schema("MirrorPatch", {"minProperties": 1}, schema=MirrorPatchSchema)
     assets = Blueprint(
         "swagger_ui_assets",
         __name__,

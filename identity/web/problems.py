@@ -121,6 +121,8 @@ STATUSES = {
     errors.WebhookNotFound: 404,
     errors.SigninOff: 404,
     errors.SigninRefused: 401,
+    errors.MirrorNotFound: 404,
+    errors.MirrorConflict: 409,
     errors.KeyNotLive: 409,
     errors.IdentityExists: 409,
     errors.BeyondFeedEnd: 409,

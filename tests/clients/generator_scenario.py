@@ -17,11 +17,12 @@ from eth_account.messages import encode_defunct, encode_typed_data
 from tests.wallets import siwe_message
 
 PACKAGE = "identity_service_generated"
-STEPS = ("create", "fetch", "conflict", "list_and_follow_next", "problems", "sign_in_and_create_signed")
+STEPS = ("create", "fetch", "conflict", "list_and_follow_next", "problems", "sign_in_and_create_signed", "mirrors")
 
 
 class GeneratorScenario:
-    def __init__(self, base_url, key, wallet):
+    def __init__(self, base_url, key, wallet, admin_key):
+        """`key`: a User key of `wallet`; `admin_key`: an Admin key, for the routes only Admins may call."""
         self.generated = importlib.import_module(PACKAGE)
         self.exceptions = importlib.import_module(f"{PACKAGE}.exceptions")
         self.wallet = wallet
@@ -30,6 +31,9 @@ class GeneratorScenario:
             self.generated.Configuration(host=base_url, api_key={"ApiKeyAuth": key})
         )
         self.api = self.generated.IdentitiesApi(self.client)
+        self.admin = self.generated.IdentitiesApi(self.generated.ApiClient(
+            self.generated.Configuration(host=base_url, api_key={"ApiKeyAuth": admin_key})
+        ))
         self.tag = uuid.uuid4().hex[:12]  # so that the scenario's content is new on every run
         self.done = []
 
@@ -125,6 +129,21 @@ class GeneratorScenario:
             self.problem(error.data, 401)
         else:
             raise AssertionError("a nonce used twice was not a 401")
+
+    def mirrors(self):
+        """An Admin registers an upstream, reads it (never its key) and removes it; then it is a 404."""
+        key = f"idsk_{self.tag}_the_upstreams_key"
+        created = self.admin.create_mirror(self.generated.MirrorCreate(url=f"https://upstream-{self.tag}.example.org", key=key))
+        assert isinstance(created, self.generated.Mirror) and created.active and created.lag_entries == 0
+        fetched = self.admin.get_mirror(created.id)
+        assert fetched.id == created.id and key not in fetched.to_json()
+        self.admin.delete_mirror(created.id)
+        try:
+            self.admin.get_mirror(created.id)
+        except self.exceptions.NotFoundException as error:
+            self.problem(error.data, 404)
+        else:
+            raise AssertionError("a removed mirror was not a 404")
 
     def problem(self, parsed, status):
         assert isinstance(parsed, self.generated.Problem), parsed

@@ -20,7 +20,7 @@ STEPS = (
     "search", "patch_if_match", "precondition_failed", "remove_then_gone", "history", "feed", "long_poll",
     "long_poll_times_out", "problems", "me", "create_key", "list_keys_and_follow_next", "get_key",
     "read_key_is_read_only", "rotate_key_with_grace", "rotate_my_key", "revoke_key", "revoke_my_key", "get_user",
-    "key_problems", "webhooks", *WALLET_STEPS,
+    "key_problems", "webhooks", "feed_with_docs", "mirrors", *WALLET_STEPS,
 )
 # How long a revoked key may still be accepted: the server's IDENTITY_KEY_CACHE_SECONDS, and some slack.
 REFUSAL_DEADLINE_SECONDS = 10
@@ -398,6 +398,47 @@ class Scenario(WalletSteps):
         assert private.status_code == HTTPStatus.UNPROCESSABLE_ENTITY, private.content
         self.problem(private.parsed, 422)
         as_user = self.op("list_webhooks").sync_detailed(client=self.user)
+        assert as_user.status_code == HTTPStatus.FORBIDDEN
+        self.problem(as_user.parsed, 403)
+
+    def feed_with_docs(self):
+        """include_docs=true: each entry carries its Identity (a mirror's way to read the feed), and Feed-Head
+        names the feed's last seq."""
+        answer = self.op("list_changes").sync_detailed(client=self.admin, include_docs=True, limit=5)
+        assert answer.status_code == HTTPStatus.OK, answer.content
+        page = answer.parsed
+        assert isinstance(page, self.models.ChangeFeed) and page.data
+        assert all(isinstance(entry.doc, self.models.Identity) and entry.doc.identity_id == entry.identity_id
+                   for entry in page.data)
+        assert int(answer.headers["Feed-Head"]) >= page.next_after
+
+    def mirrors(self):
+        """An Admin registers an upstream (its key in no answer), reads, lists, pauses and removes it; the same
+        upstream twice, a URL that is not one, and a User key get problems."""
+        models = self.models
+        url, key = f"https://upstream-{self.tag}.example.org", f"idsk_{self.tag}_the_upstreams_key"
+        answer = self.op("create_mirror").sync_detailed(client=self.admin, body=models.MirrorCreate(url=url, key=key))
+        assert answer.status_code == HTTPStatus.CREATED, answer.content
+        created = answer.parsed
+        assert isinstance(created, models.Mirror) and created.url == url and key not in answer.content.decode()
+        fetched = self.op("get_mirror").sync_detailed(created.id, client=self.admin).parsed
+        assert isinstance(fetched, models.Mirror) and fetched.position == 0 and fetched.lag_entries == 0
+        listed = self.op("list_mirrors").sync_detailed(client=self.admin).parsed
+        assert isinstance(listed, models.MirrorList) and created.id in [mirror.id for mirror in listed.data]
+        paused = self.op("update_mirror").sync_detailed(created.id, client=self.admin, body=models.MirrorPatch(active=False))
+        assert paused.status_code == HTTPStatus.OK and paused.parsed.active is False
+        twice = self.op("create_mirror").sync_detailed(client=self.admin, body=models.MirrorCreate(url=url, key=key))
+        assert twice.status_code == HTTPStatus.CONFLICT, twice.content
+        self.problem(twice.parsed, 409)
+        invalid = self.op("create_mirror").sync_detailed(client=self.admin, body=models.MirrorCreate(url="ftp://x", key=key))
+        assert invalid.status_code == HTTPStatus.UNPROCESSABLE_ENTITY, invalid.content
+        self.problem(invalid.parsed, 422)
+        removed = self.op("delete_mirror").sync_detailed(created.id, client=self.admin)
+        assert removed.status_code == HTTPStatus.NO_CONTENT
+        gone = self.op("get_mirror").sync_detailed(created.id, client=self.admin)
+        assert gone.status_code == HTTPStatus.NOT_FOUND
+        self.problem(gone.parsed, 404)
+        as_user = self.op("list_mirrors").sync_detailed(client=self.user)
         assert as_user.status_code == HTTPStatus.FORBIDDEN
         self.problem(as_user.parsed, 403)
 

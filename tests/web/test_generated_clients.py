@@ -48,6 +48,8 @@ def server(tmp_path_factory):
         "IDENTITY_RATELIMIT_CREATE": CREATE_BUDGET, "IDENTITY_KEY_CACHE_SECONDS": KEY_CACHE_SECONDS,
         # The scenarios build their sign-in messages from what GET /auth/nonce names.
         "IDENTITY_SIWE_DOMAIN": "identity.test",
+        # The scenarios register mirrors of made-up upstreams: this server must not follow them.
+        "IDENTITY_MIRRORS_FOLLOW": "0",
     }).start()
     server.database = database_url
     yield server
@@ -141,7 +143,8 @@ def test_openapi_generator_python_client_runs_a_short_scenario(server, document_
     wallet = new_wallet()
     sys.path.insert(0, str(output))
     try:
-        scenario = generator_scenario.GeneratorScenario(server.url, key_for(server.database, "User", wallet), wallet)
+        scenario = generator_scenario.GeneratorScenario(
+            server.url, key_for(server.database, "User", wallet), wallet, admin_key=key_for(server.database, "Admin"))
         assert scenario.run() == list(generator_scenario.STEPS)
     finally:
         sys.path.remove(str(output))

@@ -38,6 +38,11 @@ OPERATION_IDS = {
     ("/identity/preview", "post"): "previewIdentity",
     ("/auth/nonce", "get"): "getSigninNonce",
     ("/auth/siwe", "post"): "signInWithEthereum",
+    ("/mirrors", "post"): "createMirror",
+    ("/mirrors", "get"): "listMirrors",
+    ("/mirrors/{mirror_id}", "get"): "getMirror",
+    ("/mirrors/{mirror_id}", "patch"): "updateMirror",
+    ("/mirrors/{mirror_id}", "delete"): "deleteMirror",
 }
 MAX_SAFE_INTEGER = 2**53 - 1
 # EIP-55's own test vector: mixed case, valid checksum.

@@ -353,6 +353,34 @@ async function webhooks() {
   isProblem((await user.GET("/webhooks")).error, 403);
 }
 
+async function feedWithDocs() {
+  const { data, response } = await admin.GET("/changes", { params: { query: { include_docs: true, limit: 5 } } });
+  check(response.status === 200 && data !== undefined && data.data.length > 0, `listChanges answered ${response.status}`);
+  check(data.data.every((entry) => entry.doc?.identity_id === entry.identity_id), "each entry carries its Identity");
+  check(Number(response.headers.get("Feed-Head")) >= data.next_after, "Feed-Head names the feed's last seq");
+}
+
+async function mirrors() {
+  const url = `https://upstream-${tag}.example.org`;
+  const key = `idsk_${tag}_the_upstreams_key`;
+  const created = await admin.POST("/mirrors", { body: { url, key } });
+  const mirror = created.data;
+  check(created.response.status === 201 && mirror !== undefined, `createMirror answered ${created.response.status}`);
+  check(mirror.url === url && !JSON.stringify(mirror).includes(key), "the 201 shows the mirror without its key");
+  const id = { params: { path: { mirror_id: mirror.id } } };
+  const fetched = await admin.GET("/mirrors/{mirror_id}", id);
+  check(fetched.data?.position === 0 && fetched.data.lag_entries === 0, "getMirror shows its position and lag");
+  const listed = await admin.GET("/mirrors");
+  check(listed.data?.data.some((each) => each.id === mirror.id) === true, "listMirrors lists it");
+  const paused = await admin.PATCH("/mirrors/{mirror_id}", { ...id, body: { active: false } });
+  check(paused.response.status === 200 && paused.data?.active === false, "updateMirror pauses it");
+  isProblem((await admin.POST("/mirrors", { body: { url, key } })).error, 409);
+  isProblem((await admin.POST("/mirrors", { body: { url: "ftp://x", key } })).error, 422);
+  check((await admin.DELETE("/mirrors/{mirror_id}", id)).response.status === 204, "deleteMirror answers 204");
+  isProblem((await admin.GET("/mirrors/{mirror_id}", id)).error, 404);
+  isProblem((await user.GET("/mirrors")).error, 403);
+}
+
 async function problems() {
   const wrong = client("idsk_wrong");
   const path = { params: { path: { identity_id: unknown } } };
@@ -407,6 +435,8 @@ const STEPS: [string, () => Promise<void>][] = [
   ["get_user", getUser],
   ["key_problems", keyProblems],
   ["webhooks", webhooks],
+  ["feed_with_docs", feedWithDocs],
+  ["mirrors", mirrors],
   ...walletSteps({ anonymous, user, client, tag }),
 ];
 

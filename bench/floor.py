@@ -46,7 +46,7 @@ _GET = (
     f"SELECT identities.id, identity_id, identity_hash, vault_id, display_name, description, image,"
     f" corpora_id, semantic, external_reference, identities.created_at, identities.updated_at, num_positions,"
     f" assets_sum, conviction_sum, conviction_price, status, is_user, user_conviction, user_conviction_value,"
-    f" {_USER_COLUMNS}"
+    f" {_USER_COLUMNS}, creator_signature"
     f" FROM identities JOIN users ON users.id = identities.creator_id WHERE identity_id = ?"
 )
 _KNOWN_CONTENT = "SELECT identity_id FROM identities WHERE content_id = ?"
@@ -119,6 +119,7 @@ def _identity_object(row):
         "semantic": row[8],
         "external_reference": row[9],
         "creator": _user_object(row[20:26]),
+        "creator_signature": row[26],
         "created_at": _json_time(row[10]),
         "updated_at": _json_time(row[11]),
         "num_positions": row[12],
@@ -351,7 +352,7 @@ class Floor:
         row = (
             identity_uuid, address.identity_id, address.identity_hash, "0", given["display_name"],
             given.get("description"), given.get("image"), None, None, given.get("external_reference"),
-            now, now, 0, "0", "0", "0", "complete", 0, "0", "0", *user,
+            now, now, 0, "0", "0", "0", "complete", 0, "0", "0", *user, None,
         )
         return 201, orjson.dumps(_identity_object(row)), [("Location", f"/identity/{address.identity_id}")]
 

@@ -52,7 +52,10 @@ def test_the_readme_then_every_page_runs_in_order_as_written(database_url, backe
     if not (ROOT / ".venv" / "bin" / "flask").exists():
         pytest.fail("the examples use .venv/bin/flask, which `make install` creates")
     has = {backend, "stopped"}
-    server = LiveServer(database_url, workers=1, port=free_port()).start()
+    port = free_port()
+    # As `make run` does: sign-in with Ethereum on, for the server's own address.
+    siwe = {"IDENTITY_SIWE_DOMAIN": f"127.0.0.1:{port}", "IDENTITY_SIWE_URI": f"http://127.0.0.1:{port}"}
+    server = LiveServer(database_url, workers=1, port=port, env=siwe).start()
     env = {
         **os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PORT": str(server.port),
         "DATABASE_URL": database_url,

@@ -38,4 +38,5 @@ def check_creator_signature(content_id, creator, signature):
     except SignatureError as error:
         raise Unverified(f"creator_signature is not a valid signature: {error.detail}") from None
     if signer != creator:
-        raise Unverified(f"creator_signature was made by {signer}, not by the creator {creator}")
+        raise Unverified(f"creator_signature is not the creator's: it recovers to {signer}, not to {creator}; its "
+                         "signature belongs to another wallet or to other content")

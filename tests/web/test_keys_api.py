@@ -134,9 +134,10 @@ def test_a_user_key_may_not_see_or_manage_keys(client, admin_key, user_key):
 
 
 def placeholder_path(rule):
-    # A key or webhook id must look like one (a UUID) for its route to match at all.
+    # A key's, webhook's or mirror's id must look like one (a UUID) for its route to match at all.
     return re.sub(
-        r"<(?:[^:>]+:)?([^>]+)>", lambda m: MISSING_KEY_ID if m.group(1) in ("key_id", "webhook_id") else "x", rule.rule
+        r"<(?:[^:>]+:)?([^>]+)>",
+        lambda m: MISSING_KEY_ID if m.group(1) in ("key_id", "webhook_id", "mirror_id") else "x", rule.rule,
     )
 
 

@@ -67,7 +67,7 @@ const identity = await createSigned(apiKey, { display_name: "Signed in a browser
 const fetched = await (await fetch(`${BASE}/identity/${identity.identity_id}`, { headers: { "x-api-key": apiKey } })).json();
 console.log(JSON.stringify({ apiKey, identity: fetched, signer: signerOf(fetched) }));
 """
-    module = wallets.HERE / "docs-example.mjs"
+    module = wallets.HERE / f"docs-example-{os.getpid()}.mjs"  # one per xdist worker
     module.write_text(script)
     try:
         result = subprocess.run(["node", str(module)], cwd=wallets.HERE, capture_output=True, text=True, timeout=120,

@@ -104,10 +104,11 @@ def overflows(page):
     return page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth + 1")
 
 
-def screenshot(page, name):
+def screenshot(page, name, part=None):
+    """The page's window, or only `part` of it (a locator), in SCREENSHOTS/`name`.png."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=path)
+    (part or page).screenshot(path=path)
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     return data

@@ -330,9 +330,10 @@ def test_the_status_page_shows_each_mirrors_lag(console, client, admin_key, app)
     items = re.findall(r"<li><strong>(.*?)</li>", page, re.S)
     assert [item.split("<", 1)[0] for item in items] == ["replica", "far"]
     replica, far = (" ".join(item.split()) for item in items)
-    assert "http://127.0.0.1:9" in replica and "active" in replica and "up to date" in replica
-    assert "entry 0 of 0" in replica and "0 rejected" in replica and "Last error" not in replica
-    assert "paused" in far and "entry 250 of 1,250" in far and re.search(r"1,000 entries behind \(3\d\.\d s\)", far)
+    assert "http://127.0.0.1:9" in replica and "active" in replica and "none behind" in replica
+    assert "at entry 0 of the upstream's 0" in replica and "0 rejected" in replica and "Last error" not in replica
+    assert "paused" in far and "at entry 250 of the upstream's 1,250" in far
+    assert re.search(r"1,000 entries behind \(3\d\.\d s\)", far)
     assert "240 applied, 8 already here, 2 rejected" in far and "the upstream answered 503" in far
     assert "upstream-key" not in page
 

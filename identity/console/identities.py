@@ -63,10 +63,8 @@ def _identity_page(identity_id, status=200, conflict=None, done=None):
 
 
 def signature_state(record):
-    """What the page says of the creator's signature: None while identities have no creator_signature
-    (the wallets feature), else "not signed", "signed", or "does not recover to the creator"."""
-    if "creator_signature" not in record:
-        return None
+    """What the page says of the creator's signature: "not signed", "signed", or "does not recover to the
+    creator" (which the service never stores, but a database edited by hand may hold)."""
     signature = record["creator_signature"]
     if signature is None:
         return "not signed"

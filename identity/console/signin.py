@@ -1,8 +1,13 @@
-"""Signing in to the console with an Admin key, and out.
+"""Signing in to the console with an Admin key or an Admin wallet, and out.
 
 The key is pasted once, posted in the form's body (never a URL), checked by identity.core.sessions, and
 forgotten: from then on the browser holds only the session's random token. A User key is refused with
 a page that says why.
+
+When sign-in with Ethereum is on (IDENTITY_SIWE_DOMAIN), the page also has a button (static/wallet.js,
+there only with JavaScript) that has the browser's wallet sign an EIP-4361 message for a nonce of GET
+/auth/nonce, and posts it to sign_in_with_wallet in a form like the key's: the checks are POST
+/auth/siwe's, and only an Admin's wallet opens a session.
 """
 
 import hmac
@@ -10,7 +15,8 @@ import secrets
 
 from flask import g, make_response, redirect, request, url_for
 
-from ..core import sessions
+from ..core import sessions, signin
+from ..core.errors import InvalidMessage, SigninOff, SigninRefused
 from . import bp
 from .guard import COOKIE, SIGN_IN_COOKIE, clear_session_cookie, local_path, set_session_cookie
 from .pages import error_page, render
@@ -25,25 +31,60 @@ def sign_in():
         return redirect(local_path(request.values.get("next")))
     if request.method == "GET":
         return _sign_in_page(signed_out=request.args.get("done") == "signed-out")
-    expected = request.cookies.get(SIGN_IN_COOKIE, "")
-    if not expected or not hmac.compare_digest(request.form.get("form_token", "").encode(), expected.encode()):
+    if not _form_token_matches():
         return error_page(403, "Forbidden", STALE_FORM)
     try:
         token, _ = sessions.open_session(request.form.get("key", "").strip())
     except sessions.SignInRefused as refusal:
         if refusal.admin_only:
-            return render("refused.html", 403, detail=refusal.detail)
+            return render("refused.html", 403, detail=refusal.detail, by="key")
         return _sign_in_page(error=refusal.detail, status=401)
+    return _signed_in(token)
+
+
+@bp.route("/sign-in/wallet", methods=["POST"])
+def sign_in_with_wallet():
+    """The wallet button's form: an EIP-4361 message and its personal_sign signature, checked as POST
+    /auth/siwe checks them."""
+    if not signin.is_on():
+        return error_page(404, "Not found", SigninOff.DETAIL)
+    if g.session is not None:
+        return redirect(local_path(request.form.get("next")), 303)
+    if not _form_token_matches():
+        return error_page(403, "Forbidden", STALE_FORM)
+    # A browser sends a form's line breaks as CRLF (the HTML standard's form encoding); the page's script built,
+    # and the wallet signed, the message with LF alone, as EIP-4361 lays it out.
+    message = request.form.get("message", "").replace("\r\n", "\n")
+    scope = "read" if request.form.get("scope") == "read" else "write"
+    try:
+        token, _ = sessions.open_wallet_session(message, request.form.get("signature", ""), scope)
+    except sessions.SignInRefused as refusal:
+        return render("refused.html", 403, detail=refusal.detail, by="wallet")
+    except InvalidMessage as invalid:
+        return _sign_in_page(wallet_error=invalid.detail, status=422)
+    except SigninRefused as refusal:
+        return _sign_in_page(wallet_error=refusal.detail, status=401)
+    return _signed_in(token)
+
+
+def _form_token_matches():
+    """Whether the form carries the token its page set in the sign-in cookie (a double submit)."""
+    expected = request.cookies.get(SIGN_IN_COOKIE, "")
+    return bool(expected) and hmac.compare_digest(request.form.get("form_token", "").encode(), expected.encode())
+
+
+def _signed_in(token):
     response = redirect(local_path(request.form.get("next")), 303)
     set_session_cookie(response, token)
     response.delete_cookie(SIGN_IN_COOKIE, path=bp.url_prefix)
     return response
 
 
-def _sign_in_page(error=None, status=200, signed_out=False):
+def _sign_in_page(error=None, wallet_error=None, status=200, signed_out=False):
     form_token = secrets.token_urlsafe(32)
-    body, status = render("sign_in.html", status, error=error, signed_out=signed_out, form_token=form_token,
-                          next=local_path(request.values.get("next")))
+    body, status = render("sign_in.html", status, error=error, wallet_error=wallet_error, signed_out=signed_out,
+                          form_token=form_token, next=local_path(request.values.get("next")),
+                          wallet_sign_in=signin.is_on())
     response = make_response(body, status)
     response.set_cookie(SIGN_IN_COOKIE, form_token, path=bp.url_prefix, httponly=True, samesite="Strict",
                         secure=request.is_secure)

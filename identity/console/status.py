@@ -1,7 +1,8 @@
 """The status page: readiness (as /readyz decides it), the migration, the database's kind, the counts,
-and how far behind the feed each webhook (and, once mirroring exists, each mirror) is."""
+how far behind the feed each webhook is, and how far behind its upstream each mirror is."""
 
 from ..core import overview
+from ..data import mirrors
 from ..feed import webhooks
 from ..schemas import STATUSES
 from ..storage import readiness
@@ -32,9 +33,6 @@ def status_page():
 
 
 def mirror_lag():
-    """The mirrors' lag, for the page's Mirrors section: [(name, lag_entries, lag_seconds)].
-
-    The place the mirroring feature fills (GET /mirrors/<id> gives lag_entries and lag_seconds); until
-    the service mirrors, None, and the section says so.
-    """
-    return None
+    """Each mirror as GET /mirrors/<id> shows it (its position, the upstream's head, lag_entries, lag_seconds,
+    rejected, last_error...), oldest first."""
+    return [mirrors.state(mirror) for mirror in mirrors.all_mirrors()]

@@ -1,11 +1,16 @@
-"""Sessions of the Admin console: a sign-in with an Admin key that lasts, so that the key is pasted once
-and never travels again.
+"""Sessions of the Admin console: a sign-in with an Admin key, or an Admin wallet's signed message, that
+lasts, so that the key is pasted once (or the wallet asked once) and nothing travels again.
 
 The browser holds a random token (32 bytes); the database holds its SHA-256, the id of the key that
 signed in, and the session's CSRF token. Each use of a session reads it with its key and checks both
 in one statement: the session is refused as soon as it has ended (sign-out, SESSION_SECONDS) or its
 key stopped working (revoked, rotated out, expired; keys.live decides), on every worker and node at
 once, with no cache to wait for.
+
+A wallet's session has a key too, issued for it by its sign-in (label CONSOLE_LABEL, created_by siwe,
+expiring when the session does): the rule above then holds for both kinds, so that revoking that key on
+the Keys page, with DELETE /keys/<id> or `flask keys revoke` ends the session. Its plaintext is never
+shown nor kept: the session is the only way to use it.
 """
 
 import hashlib
@@ -19,11 +24,14 @@ from sqlalchemy import bindparam, delete, select
 
 from ..storage.database import one_statement, write_transaction
 from ..storage.models import ApiKey, ConsoleSession, User, utcnow
+from . import signin
 from .errors import ServiceError
-from .keys import Caller, caller_of, live
-from .users import USER_COLUMNS
+from .keys import Caller, add_key, caller_of, key_log, live
+from .users import USER_COLUMNS, find_user
 
 SESSION_SECONDS = 12 * 3600
+# The label of the key a wallet's sign-in issues for its session.
+CONSOLE_LABEL = "console sign-in"
 # Sign-ins are logged with the key's id and the wallet; never the key, nor a session's token.
 log = logging.getLogger(__name__)
 
@@ -44,6 +52,11 @@ NOT_ADMIN = (
     "This is a User key: the console is for Admins, and a User key may not see it. Sign in with a key of "
     "an Admin (an Admin issues one on the Keys page, with POST /keys, or with "
     "`flask --app app keys create --wallet ADDRESS --role Admin`)."
+)
+NOT_ADMIN_WALLET = (
+    "The wallet {wallet} {is_what}: the console is for Admins, so no session was opened. To make it an Admin's, "
+    "an Admin issues it a key of role Admin (on the Keys page, with POST /keys, or with "
+    "`flask --app app keys create --wallet {wallet} --role Admin`); or sign in with an Admin key."
 )
 
 
@@ -77,13 +90,60 @@ def open_session(key):
     token, now = secrets.token_urlsafe(32), utcnow()
     session = Session(_digest(token), caller, secrets.token_urlsafe(32), now + timedelta(seconds=SESSION_SECONDS))
     with write_transaction() as db_session:
-        # Ended sessions go as new ones come: the table holds about as many rows as people signed in.
-        db_session.execute(delete(ConsoleSession).where(ConsoleSession.expires_at <= now))
-        db_session.add(ConsoleSession(id=session.id, key_id=caller.key_id, csrf_token=session.csrf_token,
-                                      created_at=now, expires_at=session.expires_at))
-    log.info("console sign-in by %s with key %s", caller.wallet, caller.key_id,
-             extra={"key_id": caller.key_id, "wallet": caller.wallet, "scope": caller.scope})
+        _store(db_session, session, now)
+    _log_sign_in(session, "key")
     return token, session
+
+
+def open_wallet_session(text, signature, scope="write"):
+    """Sign in with an Admin wallet: its EIP-4361 message `text` and personal_sign `signature`, checked as POST
+    /auth/siwe checks them (identity.core.signin, the nonce spent alike). Returns (token, Session), the session
+    holding a key of `scope` issued for it in the transaction that spends the nonce.
+
+    Raises InvalidMessage or SigninRefused as a sign-in does, and SignInRefused (admin_only) when every check
+    passed but the wallet is not an Admin's: then nothing is issued, the nonce is spent all the same, and an
+    unknown wallet stays unknown (it does not become a User, as it would through POST /auth/siwe).
+    """
+    token = secrets.token_urlsafe(32)
+
+    def admit(db_session, message, now, expires_at):
+        user = find_user(db_session, message.address)
+        if user is None or user["role"] != "Admin":
+            return None, user and user["role"]
+        signin.record_login(db_session, user, now)
+        expires_at = min(expires_at, now + timedelta(seconds=SESSION_SECONDS))
+        _, api_key = add_key(db_session, user["id"], now, scope, CONSOLE_LABEL, expires_at, created_by=signin.SIWE)
+        caller = Caller(user["id"], api_key.id, user["wallet"], user["role"], scope, user)
+        session = Session(_digest(token), caller, secrets.token_urlsafe(32), expires_at)
+        _store(db_session, session, now)
+        return session, user["role"]
+
+    # admit runs whenever checked_sign_in returns: every check passed.
+    message, (session, role) = signin.checked_sign_in(text, signature, admit)
+    if session is None:
+        is_what = "is not known to this service" if role is None else f"is a {role}'s"
+        log.info("console sign-in refused to the wallet %s (%s)", message.address, is_what,
+                 extra={"wallet": message.address})
+        raise SignInRefused(NOT_ADMIN_WALLET.format(wallet=message.address, is_what=is_what), admin_only=True)
+    caller = session.caller
+    key_log.info("key %s issued for %s by the console's sign-in with Ethereum", caller.key_id, caller.wallet, extra={
+        "key_id": caller.key_id, "wallet": caller.wallet, "acting_wallet": signin.SIWE, "scope": caller.scope,
+    })
+    _log_sign_in(session, "wallet")
+    return token, session
+
+
+def _store(db_session, session, now):
+    # Ended sessions go as new ones come: the table holds about as many rows as people signed in.
+    db_session.execute(delete(ConsoleSession).where(ConsoleSession.expires_at <= now))
+    db_session.add(ConsoleSession(id=session.id, key_id=session.caller.key_id, csrf_token=session.csrf_token,
+                                  created_at=now, expires_at=session.expires_at))
+
+
+def _log_sign_in(session, way):
+    caller = session.caller
+    log.info("console sign-in by %s with key %s (by %s)", caller.wallet, caller.key_id, way,
+             extra={"key_id": caller.key_id, "wallet": caller.wallet, "scope": caller.scope, "sign_in": way})
 
 
 _SESSION_AND_KEY = (

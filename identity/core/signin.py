@@ -7,8 +7,9 @@ transaction (the one write of a sign-in, and so its cost on SQLite's write lock)
 first purges the expired ones, and refuses (TooManyNonces) while IDENTITY_SIWE_MAX_NONCES are waiting,
 so the table stays bounded whoever asks, and however often.
 
-The checks run in the contract's order; each failure is a SigninRefused naming its check, whose detail
-says what to do. A message that does not parse is an InvalidMessage naming its first wrong line.
+The checks run in the contract's order (checked_sign_in, which POST /auth/siwe and the console's wallet
+sign-in share); each failure is a SigninRefused naming its check, whose detail says what to do. A message
+that does not parse is an InvalidMessage naming its first wrong line.
 """
 
 import logging
@@ -75,6 +76,11 @@ def check_on():
     settings()
 
 
+def is_on():
+    """Whether sign-in with Ethereum is on (IDENTITY_SIWE_DOMAIN is set)."""
+    return bool(current_app.config.get("IDENTITY_SIWE_DOMAIN"))
+
+
 def issue_nonce():
     """A fresh nonce, stored until it is spent or expires: {nonce, expires_at, domain, uri}.
 
@@ -98,7 +104,33 @@ def issue_nonce():
 def sign_in(text, signature, scope=None, label=None):
     """Check the EIP-4361 message `text` and its personal_sign `signature` in the contract's order, and issue
     a key for its wallet, of `scope` (default write) and `label` (default DEFAULT_LABEL); returns the issued
-    key's record with its `user` (see signed_in_record).
+    key's record with its `user` (see signed_in_record). A wallet the service has not seen becomes a User.
+
+    Raises InvalidMessage (check 1) or SigninRefused (checks 2 to 6); see checked_sign_in.
+    """
+
+    def issue(session, message, now, expires_at):
+        user = user_of_wallet(session, message.address, "User", now)
+        record_login(session, user, now)
+        key, api_key = add_key(session, user["id"], now, scope or "write", label or DEFAULT_LABEL, expires_at,
+                               created_by=SIWE)
+        return key, api_key, user
+
+    message, (key, api_key, user) = checked_sign_in(text, signature, issue)
+    key_log.info("key %s issued for %s by sign-in with Ethereum", api_key.id, message.address, extra={
+        "key_id": api_key.id, "wallet": message.address, "acting_wallet": SIWE, "scope": api_key.scope,
+    })
+    return signed_in_record(key, api_key, user)
+
+
+def checked_sign_in(text, signature, admit):
+    """The contract's checks of the EIP-4361 message `text` and its personal_sign `signature`, in its order, and
+    the nonce spent; returns (the message, what `admit` returned).
+
+    When every check passes, admit(session, message, now, expires_at) runs in the transaction that spends the
+    nonce, and whatever it writes commits with it: `expires_at` is when a key it issues must expire (the
+    message's Expiration Time, and no later than IDENTITY_SIWE_KEY_SECONDS from now). POST /auth/siwe issues a
+    key there (sign_in); the console opens a session (identity.core.sessions).
 
     Raises InvalidMessage (check 1) or SigninRefused (checks 2 to 6). Checks 5 and 6 need no database: they
     are worked out first, so that the nonce is spent and the key issued in one transaction; a refusal is
@@ -113,19 +145,15 @@ def sign_in(text, signature, scope=None, label=None):
     _check_chain(message, config)
     now = utcnow()
     failure = _failed_times(message, now) or _failed_signature(message, text, signature)
-    key_expires_at = now + timedelta(seconds=config.key_seconds)
+    expires_at = now + timedelta(seconds=config.key_seconds)
     if message.expiration_time is not None:
-        key_expires_at = min(key_expires_at, message.expiration_time)
-    nonce_expires_at = issued = None
+        expires_at = min(expires_at, message.expiration_time)
+    nonce_expires_at = admitted = None
     with write_transaction() as session:
         if len(message.nonce) == siwe.NONCE_LENGTH:  # any other length was never issued here
             nonce_expires_at = session.execute(_SPEND, {"nonce": message.nonce}).scalar_one_or_none()
         if nonce_expires_at is not None and nonce_expires_at > now and failure is None:
-            user = user_of_wallet(session, message.address, "User", now)
-            session.execute(update(User).where(User.id == user["id"]).values(last_login=now))
-            user["last_login"] = now
-            issued = add_key(session, user["id"], now, scope or "write", label or DEFAULT_LABEL, key_expires_at,
-                             created_by=SIWE)
+            admitted = admit(session, message, now, expires_at)
     if nonce_expires_at is None:
         raise _refused(4, "The nonce was not issued by this service, or a sign-in used it already: ask GET "
                        "/auth/nonce for a fresh one and sign a new message.", message)
@@ -134,11 +162,13 @@ def sign_in(text, signature, scope=None, label=None):
                        "/auth/nonce for a fresh one and sign a new message.", message)
     if failure is not None:
         raise _refused(*failure, message)
-    key, api_key = issued
-    key_log.info("key %s issued for %s by sign-in with Ethereum", api_key.id, message.address, extra={
-        "key_id": api_key.id, "wallet": message.address, "acting_wallet": SIWE, "scope": api_key.scope,
-    })
-    return signed_in_record(key, api_key, user)
+    return message, admitted
+
+
+def record_login(session, user, now):
+    """A sign-in's mark on its user (a mapping of its columns, updated too): last_login is `now`."""
+    session.execute(update(User).where(User.id == user["id"]).values(last_login=now))
+    user["last_login"] = now
 
 
 def signed_in_record(key, api_key, user):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ADMIN_WALLET, USER_WALLET
-from tests.live import LiveServer, flask_cli, prepare_database
+from tests.live import LiveServer, flask_cli, free_port, prepare_database
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -69,7 +69,10 @@ class Deployment:
         self.admin_key = prepare_database(self.database_url, ADMIN_WALLET)
         self.user_key = self.key(USER_WALLET, "User")
         self.read_key = self.key(ADMIN_WALLET, "Admin", "--scope", "read")
-        self.server = LiveServer(self.database_url, workers=2, env=SERVER_ENV).start()
+        # Sign-in with Ethereum on, for the address the browser opens: the sign-in page has its wallet button.
+        port = free_port()
+        siwe = {"IDENTITY_SIWE_DOMAIN": f"127.0.0.1:{port}", "IDENTITY_SIWE_URI": f"http://127.0.0.1:{port}"}
+        self.server = LiveServer(self.database_url, workers=2, env={**SERVER_ENV, **siwe}, port=port).start()
         self.url = self.server.url
         # Every key and webhook secret the tests saw: none may reach the server's logs (see stop).
         self.secrets = [self.admin_key, self.user_key, self.read_key]
@@ -101,10 +104,11 @@ def overflows(page):
     return page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth + 1")
 
 
-def screenshot(page, name):
+def screenshot(page, name, part=None):
+    """The page's window, or only `part` of it (a locator), in SCREENSHOTS/`name`.png."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=path)
+    (part or page).screenshot(path=path)
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     return data

@@ -40,6 +40,11 @@ def deployment(tmp_path_factory):
                             headers=headers, timeout=10).json()
     requests.post(deployment.url + "/keys", json={"wallet": OTHER_WALLET, "label": "CI", "scope": "read"},
                   headers=headers, timeout=10)
+    # A mirror of an upstream that is down (nothing listens on port 9): the status page shows its lag and error.
+    upstream_key = "idsk_" + "u" * 43
+    deployment.secrets.append(upstream_key)
+    requests.post(deployment.url + "/mirrors", json={"url": "http://127.0.0.1:9", "key": upstream_key,
+                                                     "name": "replica of the registry"}, headers=headers, timeout=10)
     deployment.identity_id = next(
         identity["identity_id"] for identity in requests.get(
             deployment.url + "/identities?q=ada", headers=headers, timeout=10).json()["data"])
@@ -104,6 +109,10 @@ def test_no_page_has_a_serious_accessibility_violation_or_overflows(browser, dep
     for name, path in signed_in_pages(deployment):
         page.goto(deployment.url + path)
         check(page, name, width, axe, found)
+    page.goto(f"{deployment.url}/admin/status")
+    mirrors = page.get_by_role("region", name="Mirror lag")
+    mirrors.get_by_text("Last error").wait_for()  # the follower tried the upstream that is down
+    screenshot(page, "status-mirrors" if width == "wide" else f"status-mirrors-{width}", mirrors)
     page.goto(f"{deployment.url}/admin/keys")
     page.get_by_role("region", name="Issue a key").get_by_label("Wallet").fill(OTHER_WALLET)
     page.get_by_role("button", name="Issue key").click()

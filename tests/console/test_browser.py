@@ -6,12 +6,37 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
+from eth_account import Account
+from eth_account.messages import encode_defunct
 
 from tests.conftest import OTHER_WALLET
-from tests.console.browser import ARGS, CHROMIUM, WAIT_MS, Deployment, playwright_or_skip, screenshot, sign_in
+from tests.console.browser import (
+    ARGS,
+    CHROMIUM,
+    WAIT_MS,
+    Deployment,
+    axe_source,
+    playwright_or_skip,
+    screenshot,
+    serious_violations,
+    sign_in,
+)
 from tests.receiver import Receiver
+from tests.wallets import address_of, private_key
 
 MARKUP = "<img src=x onerror=alert(1)>"
+# A browser wallet (EIP-1193) for the tests only, put in the page before its own scripts run: it answers with
+# its account in lower case, as wallets do, and has the test sign (signForTest, a Playwright binding).
+TEST_WALLET = """
+window.ethereum = {
+  request: async ({method, params}) => {
+    if (method === "eth_requestAccounts") return [ACCOUNT];
+    if (method === "eth_chainId") return "0x1";
+    if (method === "personal_sign") return await window.signForTest(params[0], params[1]);
+    throw Object.assign(new Error("The test wallet does not do " + method), {code: 4200});
+  },
+};
+"""
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +98,62 @@ def test_a_user_key_is_refused_with_a_page_that_says_why(page, deployment):
     sign_in(page, deployment.url, deployment.user_key)
     assert page.get_by_role("heading", level=1).inner_text() == "This key may not use the console"
     assert "User key" in page.get_by_role("alert").inner_text()
+
+
+def with_test_wallet(page, key):
+    """Give `page` a browser wallet of the private `key`; returns the list of what it was asked to sign."""
+    signed = []
+
+    def sign(data, account):
+        assert account == address_of(key).lower()
+        message = bytes.fromhex(data.removeprefix("0x")).decode()  # personal_sign's data: the message's UTF-8 bytes
+        signed.append(message)
+        return Account.sign_message(encode_defunct(text=message), key).signature.to_0x_hex()
+
+    page.expose_function("signForTest", sign)
+    page.add_init_script(TEST_WALLET.replace("ACCOUNT", repr(address_of(key).lower())))
+    return signed
+
+
+def test_an_admin_wallet_signs_in_through_the_browsers_wallet_and_a_user_wallet_is_refused(page, deployment):
+    admin_key, user_key = private_key("console browser admin"), private_key("console browser user")
+    deployment.secrets += [deployment.key(address_of(admin_key), "Admin"), deployment.key(address_of(user_key), "User")]
+    signed = with_test_wallet(page, admin_key)
+    page.goto(f"{deployment.url}/admin/sign-in?next=/admin/keys")
+    assert serious_violations(page, axe_source()) == []
+
+    page.get_by_role("button", name="Sign in with a wallet").click()
+
+    page.get_by_text(f"Signed in as {address_of(admin_key)}").wait_for()
+    assert page.url == f"{deployment.url}/admin/keys"
+    [message] = signed
+    domain = deployment.url.removeprefix("http://")
+    # The address in its EIP-55 form, which the page's own Keccak-256 worked out from the wallet's lower case.
+    assert message.splitlines()[:2] == [f"{domain} wants you to sign in with your Ethereum account:",
+                                        address_of(admin_key)]
+    assert f"URI: {deployment.url}" in message and "Chain ID: 1" in message
+    assert page.get_by_role("cell", name="console sign-in").count() == 1
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_text("You are signed out.").wait_for()
+
+    user_page = page.context.new_page()
+    with_test_wallet(user_page, user_key)
+    user_page.goto(f"{deployment.url}/admin/sign-in")
+    user_page.get_by_role("button", name="Sign in with a wallet").click()
+    user_page.get_by_role("heading", name="This wallet may not use the console").wait_for()
+    assert "is a User's" in user_page.get_by_role("alert").inner_text()
+
+
+def test_without_javascript_there_is_no_wallet_button_and_the_key_signs_in(browser, deployment):
+    context = browser.new_context(java_script_enabled=False)
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.goto(f"{deployment.url}/admin/sign-in")
+    assert page.get_by_role("button", name="Sign in with a wallet").count() == 0
+    assert page.get_by_role("button").all_inner_texts() == ["Sign in"]
+    sign_in(page, deployment.url, deployment.admin_key)
+    assert page.get_by_role("navigation", name="Console").is_visible()
+    context.close()
 
 
 def test_search_an_identity_and_open_it(page, deployment):

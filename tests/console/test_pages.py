@@ -3,14 +3,22 @@ as the JSON API would (the same core functions behind both)."""
 
 import re
 import sqlite3
+from datetime import timedelta
 from html import unescape
 
 import pytest
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+from sqlalchemy import update
 
 from identity.storage.database import db
-from identity.storage.models import WebhookDelivery, utcnow
+from identity.storage.models import Mirror, Webhook, WebhookDelivery, utcnow
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
 from tests.console.conftest import form_value
+from tests.wallets import address_of, private_key, sign_typed_data
+
+CREATOR_PRIVATE_KEY = private_key("console creator")
+CREATOR = address_of(CREATOR_PRIVATE_KEY)
 
 PAGES = ("/admin/identities", "/admin/keys", "/admin/webhooks", "/admin/changes", "/admin/status")
 
@@ -273,11 +281,22 @@ def test_odd_input_anywhere_is_a_page_that_says_what_is_wrong_never_a_failure(co
         assert answer.mimetype in ("text/html", "text/event-stream"), answer.request.path
 
 
-def test_the_creators_signature_is_told_once_identities_carry_it():
-    """Identities gain creator_signature with signed authorship; until then the page leaves the line out."""
-    from eth_account import Account
-    from eth_account.messages import encode_typed_data
+def test_an_identity_signed_by_its_creator_through_the_api_shows_signed(console, client, issue_key, create, ethers):
+    creator_key = issue_key(CREATOR)
+    body = {"display_name": "Signed by Ada"}
+    typed = client.post("/identity/preview", json=body, headers={"x-api-key": creator_key}).get_json()["typed_data"]
+    signature = sign_typed_data([(CREATOR_PRIVATE_KEY, typed)])[0]
+    signed = create({**body, "signature": signature}, key=creator_key)
+    assert signed.status_code == 201, signed.text
+    unsigned = create({"display_name": "Not signed"}).get_json()
 
+    page = console.text(f"/admin/identities/{signed.get_json()['identity_id']}")
+    assert "<dt>signature</dt><dd>signed</dd>" in page and signature.lower() in page
+    assert "<dt>signature</dt><dd>not signed</dd>" in console.text(f"/admin/identities/{unsigned['identity_id']}")
+
+
+def test_a_signature_that_is_not_the_creators_is_said_so():
+    """The service stores only its creator's signature; a database edited by hand may hold another."""
     from identity.console.identities import signature_state
     from identity.core import authorship
 
@@ -285,13 +304,54 @@ def test_the_creators_signature_is_told_once_identities_carry_it():
     content_id = "bafkreiauec3k6frevgndewoeehfrezbh7tsnc2clpumvqiwoszmh6gqywu"
     signed = encode_typed_data(full_message=authorship.typed_data(content_id))
     record = {"content_id": content_id, "creator": {"wallet": creator.address}}
-    assert signature_state(record) is None
     assert signature_state({**record, "creator_signature": None}) == "not signed"
     by_creator = Account.sign_message(signed, creator.key).signature.to_0x_hex()
     assert signature_state({**record, "creator_signature": by_creator}) == "signed"
     by_other = Account.sign_message(signed, other.key).signature.to_0x_hex()
     assert signature_state({**record, "creator_signature": by_other}) == "does not recover to the creator"
     assert signature_state({**record, "creator_signature": "0x1234"}) == "does not recover to the creator"
+
+
+@pytest.mark.parametrize("app_config", [{"IDENTITY_MIRRORS_FOLLOW": False}])  # registered, never followed
+def test_the_status_page_shows_each_mirrors_lag(console, client, admin_key, app):
+    assert "No mirror is registered" in console.text("/admin/status")
+    for name, url in (("replica", "http://127.0.0.1:9"), ("far", "https://identity.example.org/registry")):
+        answer = client.post("/mirrors", json={"url": url, "key": "idsk_upstream-key-never-shown", "name": name},
+                             headers={"x-api-key": admin_key})
+        assert answer.status_code == 201, answer.text
+    with app.app_context():
+        db.session.execute(update(Mirror).where(Mirror.name == "far").values(
+            upstream_head=1_250, position=250, position_at=utcnow() - timedelta(seconds=30), applied=240,
+            already_present=8, rejected=2, last_error="the upstream answered 503", last_error_at=utcnow(), active=False))
+        db.session.commit()
+
+    page = unescape(console.text("/admin/status"))
+
+    items = re.findall(r"<li><strong>(.*?)</li>", page, re.S)
+    assert [item.split("<", 1)[0] for item in items] == ["replica", "far"]
+    replica, far = (" ".join(item.split()) for item in items)
+    assert "http://127.0.0.1:9" in replica and "active" in replica and "none behind" in replica
+    assert "at entry 0 of the upstream's 0" in replica and "0 rejected" in replica and "Last error" not in replica
+    assert "paused" in far and "at entry 250 of the upstream's 1,250" in far
+    assert re.search(r"1,000 entries behind \(3\d\.\d s\)", far)
+    assert "240 applied, 8 already here, 2 rejected" in far and "the upstream answered 503" in far
+    assert "upstream-key" not in page
+
+
+def test_a_stalled_webhook_is_shown_so_with_what_to_do(console, client, admin_key, app):
+    webhook = client.post("/webhooks", json={"url": "https://hooks.example.com/identity"},
+                          headers={"x-api-key": admin_key}).get_json()
+    assert "stalled" not in console.text("/admin/webhooks")
+    # As after a restore of an older backup that did not raise the feed's sequence: its position is past the end.
+    with app.app_context():
+        db.session.execute(update(Webhook).where(Webhook.id == webhook["id"]).values(position=10**12))
+        db.session.commit()
+
+    for path in ("/admin/webhooks", "/admin/status"):
+        page = console.text(path)
+        assert '<span class="badge badge-error">stalled</span>' in page and "up to date" not in page, path
+    page = unescape(console.text(f"/admin/webhooks/{webhook['id']}"))
+    assert "Stalled: Its position, 1000000000000, is beyond the feed's end" in page and "docs/backup.md" in page
 
 
 @pytest.mark.parametrize("app_config", [{"IDENTITY_SQLITE_BUSY_TIMEOUT_MS": 100}])

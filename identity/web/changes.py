@@ -64,8 +64,8 @@ TOO_MANY_STREAMS = {
 @auth.login_required
 @limits.reads
 @operation("listChanges", responses={200: EVENT_STREAM_DOC})
-@blp.arguments(ChangeFeedArgsSchema, location="query", unknown=RAISE, error_status_code=400)
-@blp.arguments(LastEventIdSchema, location="headers", error_status_code=400)
+@blp.arguments(ChangeFeedArgsSchema(), location="query", unknown=RAISE, error_status_code=400)
+@blp.arguments(LastEventIdSchema(), location="headers", error_status_code=400)
 @blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]},
               headers={FEED_HEAD: FEED_HEAD_DOC})
 @problems(400, 409, 429, _400=STREAM_QUERY, _409=BEYOND_END, _429=TOO_MANY_STREAMS)

@@ -87,7 +87,7 @@ def get_me():
 @auth.login_required
 @limits.creates
 @operation("rotateMyKey")
-@blp.arguments(KeyRotateSchema, example={"grace_seconds": 300})
+@blp.arguments(KeyRotateSchema(), example={"grace_seconds": 300})
 @blp.response(201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.")
 @problems(
     BODY, 403, 409, _403={"description": "The calling key is read-only.", "example": READ_ONLY}, _422=GRACE_REFUSED,
@@ -117,7 +117,7 @@ def revoke_my_key():
 @auth.login_required(role="Admin")
 @limits.creates
 @operation("createKey", responses={201: ISSUED_LINKS})
-@blp.arguments(KeyCreateSchema, example={"wallet": _WALLET, "scope": "read", "label": "status page"})
+@blp.arguments(KeyCreateSchema(), example={"wallet": _WALLET, "scope": "read", "label": "status page"})
 @blp.response(
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The key, shown this once.",
     headers={"Location": {"schema": {"type": "string"}, "description": "/keys/<id>"}},
@@ -134,7 +134,7 @@ def create_key(fields):
 @auth.login_required(role="Admin")
 @limits.reads
 @operation("listKeys")
-@blp.arguments(KeyListArgsSchema, location="query", error_status_code=400, unknown=RAISE)
+@blp.arguments(KeyListArgsSchema(), location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, KeyPageSchema, example=PAGE_EXAMPLE)
 @problems(400, 403, _400={**QUERY, "example": problem_body(400, "Invalid query parameters: active.", errors={
     "active": ["Not a valid boolean."]})})
@@ -158,7 +158,7 @@ def get_key(key_id):
 @auth.login_required(role="Admin")
 @limits.creates
 @operation("rotateKey", responses={201: ISSUED_LINKS})
-@blp.arguments(KeyRotateSchema, example={"grace_seconds": 300})
+@blp.arguments(KeyRotateSchema(), example={"grace_seconds": 300})
 @blp.response(
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.",
     headers={"Location": {"schema": {"type": "string"}, "description": "/keys/<id> of the new key"}},

@@ -21,7 +21,9 @@ TAKEN = "A mirror of that name, or of that upstream, is registered already; deta
 @auth.login_required(role="Admin")
 @limits.creates
 @operation("createMirror")
-@blp.arguments(MirrorCreateSchema, example={"url": MIRROR_EXAMPLE["url"], "key": "idsk_...", "name": MIRROR_EXAMPLE["name"]})
+@blp.arguments(
+    MirrorCreateSchema(), example={"url": MIRROR_EXAMPLE["url"], "key": "idsk_...", "name": MIRROR_EXAMPLE["name"]}
+)
 @blp.response(201, MirrorSchema, example=MIRROR_EXAMPLE)
 @problems(BODY, 403, 409, _409=TAKEN)
 def create_mirror(fields):
@@ -55,7 +57,7 @@ def get_mirror(mirror_id):
 @auth.login_required(role="Admin")
 @limits.creates
 @operation("updateMirror")
-@blp.arguments(MirrorPatchSchema, example={"active": False})
+@blp.arguments(MirrorPatchSchema(), example={"active": False})
 @blp.response(200, MirrorSchema, example=MIRROR_EXAMPLE)
 @problems(BODY, 403, 404, _404=NOT_FOUND["mirror"],
           _415="The body is not sent as application/json or application/merge-patch+json.")

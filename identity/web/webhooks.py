@@ -36,7 +36,7 @@ URL_PROBLEM = {"description": "An invalid, unknown or refused field; errors name
 @auth.login_required(role="Admin")
 @limits.creates
 @operation("createWebhook")
-@blp.arguments(WebhookCreateSchema, example={"url": WEBHOOK_EXAMPLE["url"], "description": "Search index"})
+@blp.arguments(WebhookCreateSchema(), example={"url": WEBHOOK_EXAMPLE["url"], "description": "Search index"})
 @blp.response(201, WebhookCreatedSchema, example=WEBHOOK_CREATED_EXAMPLE)
 @problems(BODY, 403, _422=URL_PROBLEM)
 def create_webhook(fields):
@@ -70,7 +70,7 @@ def get_webhook(webhook_id):
 @auth.login_required(role="Admin")
 @limits.creates
 @operation("updateWebhook")
-@blp.arguments(WebhookPatchSchema, example={"active": True})
+@blp.arguments(WebhookPatchSchema(), example={"active": True})
 @blp.response(200, WebhookSchema, example=WEBHOOK_EXAMPLE)
 @problems(BODY, 403, 404, _404=NOT_FOUND["webhook"], _422=URL_PROBLEM,
           _415="The body is not sent as application/json or application/merge-patch+json.")

@@ -22,7 +22,7 @@ COOKIE = "identity_console"
 SIGN_IN_COOKIE = "identity_console_sign_in"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Pages served to a visitor who is not signed in.
-PUBLIC = frozenset({"console.sign_in", "console.sign_in_with_wallet", "console.static"})
+PUBLIC = frozenset({"console.sign_in", "console.wallet_message", "console.sign_in_with_wallet", "console.static"})
 # What a session of a read-only key may post: its own end.
 READ_SCOPE_POSTS = frozenset({"console.sign_out"})
 CONTENT_SECURITY_POLICY = (

@@ -1,10 +1,11 @@
 """How console pages are made: every template gets the session (who is signed in, whether they may
 change anything, the form token), and every error is a page that says what happened and what to do,
-never a traceback. Jinja escapes every value it writes (autoescape, on for .html templates)."""
+never a traceback; to the page's own script, which asks for JSON, the same as problem details (RFC 9457).
+Jinja escapes every value it writes (autoescape, on for .html templates)."""
 
 import logging
 
-from flask import g, redirect, render_template, request, url_for
+from flask import g, jsonify, redirect, render_template, request, url_for
 from sqlalchemy.exc import InterfaceError, InternalError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
@@ -17,7 +18,9 @@ from . import bp
 log = logging.getLogger(__name__)
 
 # The core's refusals that mean "no such thing": answered 404, as the API answers them.
-NOT_FOUND = (errors.IdentityNotFound, errors.KeyNotFound, errors.WebhookNotFound, errors.UserNotFound)
+NOT_FOUND = (errors.IdentityNotFound, errors.KeyNotFound, errors.WebhookNotFound, errors.UserNotFound,
+             errors.SigninOff)
+PROBLEM_MIMETYPE = "application/problem+json"
 
 
 @bp.app_template_filter("moment")
@@ -60,9 +63,16 @@ def unknown_page(unknown):
     return error_page(404, "Not found", "There is no such page in the console: use the menu above.")
 
 
-def error_page(status, title, detail):
-    return render("error.html", status, code=status, title=title, detail=detail,
-                  request_id=getattr(request, "request_id", None))
+def error_page(status, title, detail, headers=None, **extra):
+    """The error as a page; as problem details, with `extra` members (e.g. errors), to a request that prefers
+    JSON to HTML (static/wallet.js asks so)."""
+    if request.accept_mimetypes.best_match(("text/html", "application/json")) == "application/json":
+        response = jsonify(type="about:blank", title=title, status=status, detail=detail, **extra)
+        response.mimetype = PROBLEM_MIMETYPE
+        return response, status, headers or {}
+    body, status = render("error.html", status, code=status, title=title, detail=detail,
+                          request_id=getattr(request, "request_id", None))
+    return body, status, headers or {}
 
 
 @bp.errorhandler(HTTPException)
@@ -78,7 +88,13 @@ def http_error(error):
 @bp.errorhandler(errors.ServiceError)
 def refused(error):
     status = 404 if isinstance(error, NOT_FOUND) else 400
-    return error_page(status, "Not found" if status == 404 else "Refused", error.detail)
+    return error_page(status, "Not found" if status == 404 else "Refused", error.detail, **error.extra)
+
+
+@bp.errorhandler(errors.TooManyNonces)
+def too_many_sign_ins(error):
+    """As many sign-ins are in progress as IDENTITY_SIWE_MAX_NONCES allows: unavailable for a while, as the API says."""
+    return error_page(503, "Too many sign-ins in progress", error.detail, {"Retry-After": str(error.retry_after)})
 
 
 @bp.errorhandler(NotReady)

@@ -5,23 +5,35 @@ forgotten: from then on the browser holds only the session's random token. A Use
 a page that says why.
 
 When sign-in with Ethereum is on (IDENTITY_SIWE_DOMAIN), the page also has a button (static/wallet.js,
-there only with JavaScript) that has the browser's wallet sign an EIP-4361 message for a nonce of GET
-/auth/nonce, and posts it to sign_in_with_wallet in a form like the key's: the checks are POST
-/auth/siwe's, and only an Admin's wallet opens a session.
+there only with JavaScript) that asks wallet_message for the EIP-4361 message naming the wallet's account
+(written here, in its EIP-55 form) and a fresh nonce, has the browser's wallet sign it, and posts it to
+sign_in_with_wallet in a form like the key's: the checks are POST /auth/siwe's, and only an Admin's wallet
+opens a session.
+
+wallet_message is a GET, as GET /auth/nonce is: it changes nothing but the nonces waiting, which it adds
+to under the same budget per client address (web.limits, the one thing the console takes from the web
+layer) and the same cap; its answer carries nothing secret (a cross-site page cannot read it anyway), and
+is never cached.
 """
 
 import hmac
 import secrets
+from functools import wraps
 
 from flask import g, make_response, redirect, request, url_for
 
 from ..core import sessions, signin
-from ..core.errors import InvalidMessage, SigninOff, SigninRefused
+from ..core.errors import InvalidMessage, SigninRefused
+from ..schemas import SigninMessageSchema
+from ..web import limits
 from . import bp
 from .guard import COOKIE, SIGN_IN_COOKIE, clear_session_cookie, local_path, set_session_cookie
 from .pages import error_page, render
 
 STALE_FORM = "This sign-in form has expired or was not sent from the console's own page. Reload it and sign in again."
+# The message's statement, which the wallet shows when asked to sign: what the signature is for.
+STATEMENT = "Sign in to the Identity service's console."
+_message = SigninMessageSchema()
 
 
 @bp.route("/sign-in", methods=["GET", "POST"])
@@ -42,18 +54,38 @@ def sign_in():
     return _signed_in(token)
 
 
+def wallet_sign_in_on(view):
+    """Answer 404 (naming IDENTITY_SIWE_DOMAIN) while sign-in with Ethereum is off: before any budget or form."""
+
+    @wraps(view)
+    def on(*args, **kwargs):
+        signin.check_on()
+        return view(*args, **kwargs)
+
+    return on
+
+
+@bp.route("/sign-in/wallet/message")
+@wallet_sign_in_on
+@limits.nonces
+def wallet_message():
+    """The message for the wallet button to have signed, as JSON: for the wallet ?address= (as the wallet answers
+    it) on ?chain_id= (decimal), naming a fresh nonce; 400 naming the parameter that is not one."""
+    offered = signin.wallet_message(request.args.get("address"), request.args.get("chain_id"), STATEMENT)
+    return _message.dump(offered)
+
+
 @bp.route("/sign-in/wallet", methods=["POST"])
+@wallet_sign_in_on
 def sign_in_with_wallet():
     """The wallet button's form: an EIP-4361 message and its personal_sign signature, checked as POST
     /auth/siwe checks them."""
-    if not signin.is_on():
-        return error_page(404, "Not found", SigninOff.DETAIL)
     if g.session is not None:
         return redirect(local_path(request.form.get("next")), 303)
     if not _form_token_matches():
         return error_page(403, "Forbidden", STALE_FORM)
-    # A browser sends a form's line breaks as CRLF (the HTML standard's form encoding); the page's script built,
-    # and the wallet signed, the message with LF alone, as EIP-4361 lays it out.
+    # A browser sends a form's line breaks as CRLF (the HTML standard's form encoding); wallet_message wrote, and
+    # the wallet signed, the message with LF alone, as EIP-4361 lays it out.
     message = request.form.get("message", "").replace("\r\n", "\n")
     scope = "read" if request.form.get("scope") == "read" else "write"
     try:

@@ -1,4 +1,5 @@
-"""Sign-in with Ethereum (EIP-4361): the nonces this service issues, and a signed message turned into a key.
+"""Sign-in with Ethereum (EIP-4361): the nonces this service issues, the message it writes for a wallet to sign
+(the console's wallet button), and a signed message turned into a key.
 
 Nonces are rows of signin_nonces, so that any worker or node accepts a nonce another issued. The first
 sign-in that names a nonce deletes its row, in one statement whose result decides: of two sign-ins with
@@ -18,13 +19,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from types import SimpleNamespace
 
+from eth_utils import is_address, to_checksum_address
 from flask import current_app
 from sqlalchemy import bindparam, delete, func, insert, select, update
 
 from ..storage.database import write_transaction
 from ..storage.models import SigninNonce, User, utcnow
 from . import siwe
-from .errors import InvalidMessage, SigninOff, SigninRefused, TooManyNonces
+from .errors import InvalidMessage, InvalidParameters, SigninOff, SigninRefused, TooManyNonces
 from .keys import add_key, key_log, key_record
 from .signatures import SignatureError
 from .users import user_of_wallet
@@ -34,6 +36,10 @@ SIWE = "siwe"
 DEFAULT_LABEL = "sign-in"
 # The contract's checks after the message's grammar (check 1), by number, named as a refusal names them.
 CHECKS = {2: "domain", 3: "version and chain", 4: "nonce", 5: "times", 6: "signature"}
+NOT_AN_ADDRESS = ("Not an Ethereum address: expected 0x and 40 hex digits, the account the wallet's "
+                  "eth_requestAccounts answered (in any case).")
+NOT_A_CHAIN_ID = ("Not a chain id: expected the wallet's EIP-155 chain id (its eth_chainId) in decimal digits, "
+                  "below 2**256.")
 
 NONCES = SigninNonce.__table__
 _PURGE = delete(NONCES).where(NONCES.c.expires_at <= bindparam("now"))
@@ -99,6 +105,33 @@ def issue_nonce():
         log.warning("sign-in nonce refused: %d are waiting, the most IDENTITY_SIWE_MAX_NONCES allows", config.max_nonces)
         raise TooManyNonces(config.max_nonces, max(1, math.ceil((soonest - now).total_seconds())))
     return {"nonce": nonce, "expires_at": expires_at, "domain": config.domain, "uri": config.uri}
+
+
+def wallet_message(address, chain_id, statement=None):
+    """The EIP-4361 message for the wallet at `address` (0x and 40 hex digits, in any case) on the chain `chain_id`
+    (its decimal digits) to sign, naming a fresh nonce of issue_nonce: issue_nonce's answer with the `message` and
+    its `address` in EIP-55 form, for the wallet to sign as it is.
+
+    The message has no Expiration Time: a sign-in ends what it grants (a key, a console session) at the message's
+    Expiration Time, and the nonce's expiry (expires_at) already bounds when the message can be used (check 4).
+    InvalidParameters naming `address` or `chain_id` when either is not what a wallet answers; then no nonce is
+    issued. SigninOff and TooManyNonces as issue_nonce.
+    """
+    wrong = {}
+    if not (isinstance(address, str) and is_address(address)):
+        wrong["address"] = [NOT_AN_ADDRESS]
+    # The length first: int() never sees more digits than a 256-bit number has.
+    if not (isinstance(chain_id, str) and chain_id.isascii() and chain_id.isdigit() and len(chain_id) <= 78
+            and int(chain_id) <= siwe.MAX_CHAIN_ID):
+        wrong["chain_id"] = [NOT_A_CHAIN_ID]
+    if wrong:
+        raise InvalidParameters(wrong)
+    issued = issue_nonce()
+    message = siwe.SiweMessage(
+        domain=issued["domain"], address=to_checksum_address(address), statement=statement, uri=issued["uri"],
+        version=siwe.VERSION, chain_id=int(chain_id), nonce=issued["nonce"], issued_at=utcnow(),
+    )
+    return {**issued, "address": message.address, "message": siwe.text_of(message)}
 
 
 def sign_in(text, signature, scope=None, label=None):

@@ -1,5 +1,6 @@
 """Sign-In with Ethereum (EIP-4361): the message a wallet signs, read line by line as the EIP's ABNF
-says; its time checks; the wallet that signed it; and the nonces this service issues for it.
+says and written from its fields; its time checks; the wallet that signed it; and the nonces this service
+issues for it.
 
 Any text is read with bounded work: the length is capped before anything else, every pattern is a
 plain run of one character class, and the fields are taken in one pass over the lines.
@@ -104,6 +105,29 @@ def check_times(message, now, max_future=timedelta(minutes=5)):
         raise TimeCheckError("Expiration Time", "Expiration Time has passed.")
     if message.not_before is not None and message.not_before > now:
         raise TimeCheckError("Not Before", "Not Before is still to come.")
+
+
+def text_of(message):
+    """The text of `message` (a SiweMessage) as the EIP's grammar lays it out, what its wallet signs: lines
+    ended by LF alone, none after the last; times in UTC with a Z, to the microsecond when they have one.
+
+    The fields are written as they are, not checked: parse(text_of(message)) == message for a message whose
+    fields the grammar allows (an address in its EIP-55 form, a statement on one line, ...).
+    """
+    scheme = f"{message.scheme}://" if message.scheme is not None else ""
+    lines = [f"{scheme}{message.domain}{PREAMBLE}", message.address, ""]
+    lines += [message.statement, ""] if message.statement is not None else [""]
+    lines += [f"URI: {message.uri}", f"Version: {message.version}", f"Chain ID: {message.chain_id}",
+              f"Nonce: {message.nonce}", f"Issued At: {_rfc3339(message.issued_at)}"]
+    if message.expiration_time is not None:
+        lines.append(f"Expiration Time: {_rfc3339(message.expiration_time)}")
+    if message.not_before is not None:
+        lines.append(f"Not Before: {_rfc3339(message.not_before)}")
+    if message.request_id is not None:
+        lines.append(f"Request ID: {message.request_id}")
+    if message.resources is not None:
+        lines += ["Resources:"] + [f"- {resource}" for resource in message.resources]
+    return "\n".join(lines)
 
 
 def parse(text):
@@ -316,6 +340,11 @@ def _refuse_final_line_feed(line, lines):
     """Say so when `line` is the empty one after a line feed that ends the text."""
     if line == "" and lines.peek() is None:
         raise lines.error("expected the end of the message: it ends with its last field, not with a line feed")
+
+
+def _rfc3339(moment):
+    """A timezone-aware time as RFC 3339 in UTC: 2026-05-01T12:00:00Z, or 2026-05-01T12:00:00.123456Z."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _duration(delta):

@@ -44,6 +44,7 @@ from .portable import IdentityImportSchema, identity_import_schema
 from .wallets import (
     IdentityPreviewSchema,
     SignedInSchema,
+    SigninMessageSchema,
     SigninNonceSchema,
     SigninSchema,
     TypedDataSchema,
@@ -103,6 +104,7 @@ __all__ = [
     "MirrorSchema",
     "ProblemSchema",
     "SignedInSchema",
+    "SigninMessageSchema",
     "SigninNonceSchema",
     "SigninSchema",
     "StatusSchema",

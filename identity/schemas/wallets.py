@@ -30,6 +30,15 @@ class SigninNonceSchema(Schema):
     uri = fields.String(required=True, metadata={"description": "A URI for the message's URI line (IDENTITY_SIWE_URI)."})
 
 
+class SigninMessageSchema(SigninNonceSchema):
+    """The message the console's wallet button has a wallet sign, with its nonce (identity.core.signin.wallet_message)."""
+
+    message = fields.String(required=True, metadata={
+        "description": "The EIP-4361 message to sign with personal_sign, exactly as it is: lines ended by LF."
+    })
+    address = fields.String(required=True, metadata={"description": "The wallet's address in its EIP-55 form."})
+
+
 class SigninSchema(Schema):
     class Meta:
         unknown = RAISE

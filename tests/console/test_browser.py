@@ -9,6 +9,7 @@ import requests
 from eth_account import Account
 from eth_account.messages import encode_defunct
 
+from identity.core import siwe
 from tests.conftest import OTHER_WALLET
 from tests.console.browser import (
     ARGS,
@@ -100,18 +101,20 @@ def test_a_user_key_is_refused_with_a_page_that_says_why(page, deployment):
     assert "User key" in page.get_by_role("alert").inner_text()
 
 
-def with_test_wallet(page, key):
-    """Give `page` a browser wallet of the private `key`; returns the list of what it was asked to sign."""
+def with_test_wallet(page, key, account=None):
+    """Give `page` a browser wallet of the private `key`, answering `account` (by default the key's, in lower case);
+    returns the list of what it was asked to sign."""
     signed = []
+    account = account or address_of(key).lower()
 
-    def sign(data, account):
-        assert account == address_of(key).lower()
+    def sign(data, asked_for):
+        assert asked_for == account
         message = bytes.fromhex(data.removeprefix("0x")).decode()  # personal_sign's data: the message's UTF-8 bytes
         signed.append(message)
         return Account.sign_message(encode_defunct(text=message), key).signature.to_0x_hex()
 
     page.expose_function("signForTest", sign)
-    page.add_init_script(TEST_WALLET.replace("ACCOUNT", repr(address_of(key).lower())))
+    page.add_init_script(TEST_WALLET.replace("ACCOUNT", repr(account)))
     return signed
 
 
@@ -126,12 +129,12 @@ def test_an_admin_wallet_signs_in_through_the_browsers_wallet_and_a_user_wallet_
 
     page.get_by_text(f"Signed in as {address_of(admin_key)}").wait_for()
     assert page.url == f"{deployment.url}/admin/keys"
+    # The wallet signed the console's message as it was written: the address in its EIP-55 form, which the
+    # console worked out from the wallet's lower case.
     [message] = signed
-    domain = deployment.url.removeprefix("http://")
-    # The address in its EIP-55 form, which the page's own Keccak-256 worked out from the wallet's lower case.
-    assert message.splitlines()[:2] == [f"{domain} wants you to sign in with your Ethereum account:",
-                                        address_of(admin_key)]
-    assert f"URI: {deployment.url}" in message and "Chain ID: 1" in message
+    parsed = siwe.parse(message)
+    assert (parsed.domain, parsed.address) == (deployment.url.removeprefix("http://"), address_of(admin_key))
+    assert (parsed.uri, parsed.chain_id) == (deployment.url, 1)
     assert page.get_by_role("cell", name="console sign-in").count() == 1
     page.get_by_role("button", name="Sign out").click()
     page.get_by_text("You are signed out.").wait_for()
@@ -142,6 +145,18 @@ def test_an_admin_wallet_signs_in_through_the_browsers_wallet_and_a_user_wallet_
     user_page.get_by_role("button", name="Sign in with a wallet").click()
     user_page.get_by_role("heading", name="This wallet may not use the console").wait_for()
     assert "is a User's" in user_page.get_by_role("alert").inner_text()
+
+
+def test_a_wallet_answering_no_address_is_told_so_and_asked_to_sign_nothing(page, deployment):
+    signed = with_test_wallet(page, private_key("console browser admin"), account="0x1234")
+    page.goto(f"{deployment.url}/admin/sign-in")
+
+    page.get_by_role("button", name="Sign in with a wallet").click()
+
+    state = page.get_by_role("status").filter(has_text="The service wrote no message to sign")
+    state.wait_for()
+    assert "Not an Ethereum address: expected 0x and 40 hex digits" in state.inner_text()
+    assert signed == [] and page.get_by_role("button", name="Sign in with a wallet").is_enabled()
 
 
 def test_without_javascript_there_is_no_wallet_button_and_the_key_signs_in(browser, deployment):

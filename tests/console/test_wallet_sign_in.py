@@ -1,16 +1,18 @@
-"""Signing in to the console with an Admin wallet: an EIP-4361 message signed by an independent wallet (ethers, run
-by node) and posted through the wallet form as the page's script posts it, on SQLite and on PostgreSQL. The checks
-are POST /auth/siwe's; only an Admin's wallet opens a session, which holds a key issued for it."""
+"""Signing in to the console with an Admin wallet: the EIP-4361 message the console writes for the wallet's
+account (GET /admin/sign-in/wallet/message), signed by an independent wallet (ethers, run by node) and posted
+through the wallet form as the page's script posts it, on SQLite and on PostgreSQL. The checks are POST
+/auth/siwe's; only an Admin's wallet opens a session, which holds a key issued for it."""
 
 import logging
 import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from eth_utils import is_checksum_address, to_checksum_address
 
-from identity.core import keys
+from identity.core import keys, siwe
 from identity.storage.database import db
-from identity.storage.models import ApiKey, User
+from identity.storage.models import ApiKey, SigninNonce, User
 from tests.console.conftest import ORIGIN, form_value
 from tests.wallets import address_of, private_key, sign_messages, siwe_message
 
@@ -20,11 +22,14 @@ ADMIN = address_of(ADMIN_KEY)
 USER_KEY = private_key("console user")
 USER = address_of(USER_KEY)
 STRANGER_KEY = private_key("console stranger")
+SIWE = {"IDENTITY_SIWE_DOMAIN": DOMAIN, "IDENTITY_SIWE_URI": ORIGIN}
+MESSAGE_URL = "/admin/sign-in/wallet/message"
+JSON = {"Accept": "application/json"}  # as the page's script asks
 
 
 @pytest.fixture
 def app_config():
-    return {"IDENTITY_SIWE_DOMAIN": DOMAIN, "IDENTITY_SIWE_URI": ORIGIN}
+    return SIWE
 
 
 @pytest.fixture(autouse=True)
@@ -34,11 +39,24 @@ def _wallets(ethers, issue_key):
     issue_key(USER, "User")
 
 
+def offered(client, address, chain_id="1"):
+    """The console's answer to the page's script asking for the message of `address` on `chain_id`."""
+    return client.get(MESSAGE_URL, query_string={"address": address, "chain_id": chain_id}, headers=JSON)
+
+
 def signed(client, *private_keys, **message_fields):
-    """For each private key, a message for a fresh nonce of GET /auth/nonce (its domain and uri, as the page's
-    script builds it) and ethers' personal_sign signature of it; one run of node for them all."""
+    """For each private key, a message and ethers' personal_sign signature of it; one run of node for them all.
+
+    The message is the console's for the wallet's account in lower case, as wallets answer it; with
+    message_fields, one written here (tests.wallets) for a fresh nonce of GET /auth/nonce, to break a rule.
+    """
     domain, messages = message_fields.pop("domain", None), []
     for key in private_keys:
+        if not (domain or message_fields):
+            answer = offered(client, address_of(key).lower())
+            assert answer.status_code == 200, answer.get_data(as_text=True)
+            messages.append(answer.get_json()["message"])
+            continue
         issued = client.get("/auth/nonce").get_json()
         fields = {"uri": issued["uri"], "statement": "Sign in to the Identity service's console.", **message_fields}
         messages.append(siwe_message(domain or issued["domain"], address_of(key), issued["nonce"], **fields))
@@ -68,8 +86,101 @@ def test_the_sign_in_page_has_the_wallet_form_for_the_script_to_show(client):
     assert re.search(r'<section id="wallet-sign-in"[^>]* hidden', page)
     assert re.findall(r"<script[^>]*>", page) == ['<script src="/admin/static/console.js" defer>',
                                                    '<script src="/admin/static/wallet.js" defer>']
-    assert 'data-nonce-url="/auth/nonce"' in page and 'action="/admin/sign-in/wallet"' in page
+    assert f'data-message-url="{MESSAGE_URL}"' in page and 'action="/admin/sign-in/wallet"' in page
     assert " style=" not in page and "<style" not in page
+
+
+def nonces_waiting(app):
+    with app.app_context():
+        count = db.session.execute(db.select(db.func.count()).select_from(SigninNonce)).scalar_one()
+        db.session.commit()
+        return count
+
+
+def test_the_console_writes_the_message_for_the_wallets_account_in_its_checksummed_form(app, client):
+    answer = offered(client, ADMIN.lower(), chain_id="10")
+
+    assert answer.status_code == 200 and answer.mimetype == "application/json"
+    assert answer.headers["Cache-Control"] == "no-store"
+    body = answer.get_json()
+    assert set(body) == {"message", "address", "nonce", "expires_at", "domain", "uri"}
+    message = siwe.parse(body["message"])
+    # The address line, read without the parser: the wallet's account in its EIP-55 form.
+    line = body["message"].split("\n")[1]
+    assert line == body["address"] == ADMIN == to_checksum_address(ADMIN.lower()) and is_checksum_address(line)
+    assert message == siwe.SiweMessage(
+        domain=DOMAIN, address=ADMIN, statement="Sign in to the Identity service's console.", uri=ORIGIN,
+        version="1", chain_id=10, nonce=body["nonce"], issued_at=message.issued_at,
+    )
+    now = datetime.now(UTC)
+    assert now - timedelta(seconds=5) < message.issued_at <= now
+    # No Expiration Time, which would end the session with the nonce; the nonce's expiry bounds the message.
+    nonce_expires = datetime.fromisoformat(body["expires_at"])
+    assert timedelta(seconds=595) < nonce_expires - now <= timedelta(seconds=600)
+    assert nonces_waiting(app) == 1
+    # Signed as it is, it signs in, once.
+    [signature] = sign_messages([(ADMIN_KEY, body["message"])])
+    assert wallet_sign_in(client, body["message"], signature).status_code == 303
+    again = wallet_sign_in(app.test_client(), body["message"], signature)
+    assert again.status_code == 401 and "check 4 (nonce)" in again.get_data(as_text=True)
+    assert nonces_waiting(app) == 0
+
+
+@pytest.mark.parametrize("address, chain_id, wrong", [
+    ("0x1234", "1", {"address"}),
+    ("", "1", {"address"}),
+    (None, "1", {"address"}),
+    ("0x" + "g" * 40, "1", {"address"}),
+    (ADMIN + "00", "1", {"address"}),
+    (ADMIN.lower(), "0x1", {"chain_id"}),
+    (ADMIN.lower(), "-1", {"chain_id"}),
+    (ADMIN.lower(), "", {"chain_id"}),
+    (ADMIN.lower(), None, {"chain_id"}),
+    (ADMIN.lower(), str(2**256), {"chain_id"}),
+    (ADMIN.lower(), "1" * 5000, {"chain_id"}),
+    (ADMIN.lower(), "\u0661", {"chain_id"}),  # a digit, but not an ASCII one
+    ("wallet", "mainnet", {"address", "chain_id"}),
+])
+def test_an_address_or_chain_that_a_wallet_would_not_answer_is_400_naming_it_and_issues_no_nonce(
+        app, client, address, chain_id, wrong):
+    query = {name: value for name, value in (("address", address), ("chain_id", chain_id)) if value is not None}
+    answer = client.get(MESSAGE_URL, query_string=query, headers=JSON)
+
+    assert answer.status_code == 400 and answer.mimetype == "application/problem+json"
+    problem = answer.get_json()
+    assert set(problem["errors"]) == wrong
+    if "address" in wrong:
+        assert "expected 0x and 40 hex digits, the account the wallet's eth_requestAccounts" in problem["errors"]["address"][0]
+    if "chain_id" in wrong:
+        assert "in decimal digits" in problem["errors"]["chain_id"][0]
+    assert nonces_waiting(app) == 0
+    # Opened in the browser rather than by the page's script: the same, as a page.
+    page = client.get(MESSAGE_URL, query_string=query)
+    assert page.status_code == 400 and page.mimetype == "text/html"
+
+
+@pytest.mark.parametrize("app_config", [{**SIWE, "IDENTITY_RATELIMIT_SIGNIN": "2/minute"}])
+def test_the_message_spends_the_budget_of_get_auth_nonce(client):
+    assert client.get("/auth/nonce").status_code == 200
+    assert offered(client, ADMIN.lower()).status_code == 200
+
+    spent = offered(client, ADMIN.lower())
+
+    assert spent.status_code == 429 and spent.mimetype == "application/problem+json"
+    assert int(spent.headers["Retry-After"]) >= 1
+    assert "Too many sign-in nonces from this address" in spent.get_json()["detail"]
+    assert client.get("/auth/nonce").status_code == 429
+
+
+@pytest.mark.parametrize("app_config", [{**SIWE, "IDENTITY_SIWE_MAX_NONCES": 1}])
+def test_the_message_is_refused_while_as_many_sign_ins_wait_as_the_cap_allows(app, client):
+    assert offered(client, ADMIN.lower()).status_code == 200
+
+    full = offered(client, ADMIN.lower())
+
+    assert full.status_code == 503 and 1 <= int(full.headers["Retry-After"]) <= 600
+    assert "IDENTITY_SIWE_MAX_NONCES" in full.get_json()["detail"]
+    assert nonces_waiting(app) == 1
 
 
 def test_an_admin_wallet_signs_in_to_a_session_holding_a_key_issued_for_it(app, client):
@@ -214,3 +325,7 @@ def test_without_sign_in_with_ethereum_there_is_no_wallet_button_and_no_route(cl
     assert "wallet" not in page.lower() and "Admin API key" in page
     answer = client.post("/admin/sign-in/wallet", data={"message": "x", "signature": "y"}, headers={"Origin": ORIGIN})
     assert answer.status_code == 404 and "IDENTITY_SIWE_DOMAIN" in answer.get_data(as_text=True)
+    for address in (ADMIN.lower(), "not an address"):
+        message = offered(client, address)
+        assert message.status_code == 404 and message.mimetype == "application/problem+json"
+        assert "IDENTITY_SIWE_DOMAIN" in message.get_json()["detail"]

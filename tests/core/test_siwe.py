@@ -1,13 +1,15 @@
-"""Sign-In with Ethereum messages (identity/core/siwe.py): the EIP's grammar line by line, the time
-checks, nonces, and personal_sign signatures made by an independent wallet (ethers)."""
+"""Sign-In with Ethereum messages (identity/core/siwe.py): the EIP's grammar line by line, messages written
+from their fields, the time checks, nonces, and personal_sign signatures made by an independent wallet
+(ethers)."""
 
+import dataclasses
 import string
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from eth_account import Account
 from eth_account.messages import encode_defunct
-from eth_utils import keccak
+from eth_utils import is_checksum_address, keccak, to_checksum_address
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -365,6 +367,49 @@ def test_a_message_written_from_its_fields_reads_back_as_them(statement, chain_i
     parsed = siwe.parse(text(lines))
     assert (parsed.statement, parsed.chain_id, parsed.nonce) == (statement, chain_id, nonce)
     assert (parsed.issued_at, parsed.request_id) == (issued_at, request_id)
+
+
+# Messages written from their fields (text_of), read back by the parser and by eth_utils.
+
+@pytest.mark.parametrize("message", [EIP_IMPLICIT_SCHEME, EIP_IMPLICIT_SCHEME_EXPLICIT_PORT, EIP_EXPLICIT_SCHEME,
+                                     text(FULL), text(FULL[:10]), edited(4), edited(4, "")])
+def test_a_message_written_from_its_fields_is_the_text_they_were_read_from(message):
+    assert siwe.text_of(siwe.parse(message)) == message
+
+
+def test_a_time_is_written_in_utc_to_the_microsecond_it_has():
+    offset = timezone(timedelta(hours=2))
+    message = siwe.parse(text(FULL[:10]))
+    for moment, written in ((datetime(2026, 5, 1, 14, 0, tzinfo=offset), "2026-05-01T12:00:00Z"),
+                            (datetime(2026, 5, 1, 12, 0, 0, 120, tzinfo=UTC), "2026-05-01T12:00:00.000120Z")):
+        lines = siwe.text_of(dataclasses.replace(message, issued_at=moment)).split("\n")
+        assert lines[-1] == f"Issued At: {written}"
+
+
+_MOMENTS = st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9000, 1, 1), timezones=st.just(UTC))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scheme=st.none() | st.sampled_from(["https", "http", "web+siwe"]),
+    domain=st.sampled_from(["identity.example.com", "localhost:8000", "[2001:db8::1]:8443", "192.0.2.7"]),
+    address=st.binary(min_size=20, max_size=20).map(to_checksum_address),
+    statement=st.none() | st.text(alphabet=string.ascii_letters + string.digits + " -._~:/?#[]@!$&'()*+,;=",
+                                  max_size=60).filter(lambda value: not value.startswith("URI: ")),
+    uri=st.sampled_from(["https://identity.example.com", "http://127.0.0.1:8000/admin", "urn:example:login"]),
+    chain_id=st.integers(0, 2**256 - 1),
+    nonce=st.text(alphabet=siwe.NONCE_ALPHABET, min_size=8, max_size=40),
+    issued_at=_MOMENTS, expiration_time=st.none() | _MOMENTS, not_before=st.none() | _MOMENTS,
+    request_id=st.none() | st.text(alphabet=string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@", max_size=30),
+    resources=st.none() | st.lists(st.sampled_from(["https://identity.example.com/terms", "ipfs://bafybeie/"]),
+                                   max_size=3).map(tuple),
+)
+def test_any_message_written_from_its_fields_reads_back_as_them(**fields):
+    message = siwe.SiweMessage(version=siwe.VERSION, **fields)
+    written = siwe.text_of(message)
+    assert siwe.parse(written) == message
+    # Read without this module: the second line is the address in its EIP-55 form, as eth_utils checks it.
+    assert written.split("\n")[1] == fields["address"] and is_checksum_address(written.split("\n")[1])
 
 
 # Time checks.

@@ -36,7 +36,8 @@ _AUTH = (
     " WHERE api_keys.key_hash = ? AND api_keys.revoked_at IS NULL"
 )
 _TOUCH = "UPDATE users SET last_login = ? WHERE id = ? AND (last_login IS NULL OR last_login <= ?)"
-_IDENTITY_COLUMNS = (
+# The columns a create writes (creator_signature stays NULL), in the order of the rows the benchmarks build.
+IDENTITY_COLUMNS = (
     "id, identity_id, content_id, identity_hash, vault_id, display_name, description, image,"
     " external_reference, corpora_id, semantic, creator_id, created_at, updated_at, num_positions,"
     " assets_sum, conviction_sum, conviction_price, status, is_user, user_conviction, user_conviction_value"
@@ -52,7 +53,7 @@ _GET = (
 _KNOWN_CONTENT = "SELECT identity_id FROM identities WHERE content_id = ?"
 _USER_BY_WALLET = f"SELECT {_USER_COLUMNS} FROM users WHERE wallet = ?"
 _INSERT_USER = "INSERT INTO users (id, wallet, role, created_at, updated_at, last_login) VALUES (?, ?, 'User', ?, ?, NULL)"
-_INSERT_IDENTITY = f"INSERT INTO identities ({_IDENTITY_COLUMNS}) VALUES ({', '.join('?' * 22)})"
+INSERT_IDENTITY = f"INSERT INTO identities ({IDENTITY_COLUMNS}) VALUES ({', '.join('?' * 22)})"
 _INSERT_CHANGE = "INSERT INTO identity_changes (identity_id, at, wallet, kind, fields) VALUES (?, ?, ?, 'created', NULL)"
 
 
@@ -333,7 +334,7 @@ class Floor:
                 db.execute(_INSERT_USER, (user[0], creator, now, now))
             given = address.content
             identity_uuid = str(uuid.uuid4())
-            db.execute(_INSERT_IDENTITY, (
+            db.execute(INSERT_IDENTITY, (
                 identity_uuid, address.identity_id, address.content_id, address.identity_hash, "0",
                 given["display_name"], given.get("description"), given.get("image"), given.get("external_reference"),
                 None, None, user[0], now, now, 0, "0", "0", "0", "complete", 0, "0", "0",

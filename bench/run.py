@@ -44,6 +44,7 @@ from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # bench.floor
 BIN = Path(sys.executable).parent
 LOAD_SCRIPT = ROOT / "bench" / "load.lua"
 HOST = "127.0.0.1"  # the benchmark never sends a request anywhere else
@@ -154,6 +155,8 @@ def _bulk_rows(span, creator_id, now):
 
 def bulk_insert(database, start, stop):
     """Grow the table to `stop` identities in big transactions; returns a sample of all ids."""
+    from bench.floor import INSERT_IDENTITY
+
     connection = sqlite3.connect(database, isolation_level=None)
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = OFF")  # a lost bulk load is simply made again
@@ -162,12 +165,11 @@ def bulk_insert(database, start, stop):
     ids = [row[0] for row in connection.execute("SELECT identity_id FROM identities")]
     # The project's SQLite DATETIME text, as in the rows it wrote itself.
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    insert = "INSERT INTO identities VALUES (" + ", ".join("?" * 22) + ")"
     spans = [(low, min(low + BULK_CHUNK, stop)) for low in range(start, stop, BULK_CHUNK)]
     with multiprocessing.Pool(2) as pool:
         for rows in pool.imap(partial(_bulk_rows, creator_id=creator_id, now=now), spans):
             connection.execute("BEGIN")
-            connection.executemany(insert, rows)
+            connection.executemany(INSERT_IDENTITY, rows)
             connection.execute("COMMIT")
             ids.extend(row[1] for row in rows)
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")

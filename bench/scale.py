@@ -74,16 +74,17 @@ def _rows(span, creator_ids):
 
 
 def grow(database, start, stop, creator_ids):
+    from bench.floor import INSERT_IDENTITY
+
     connection = sqlite3.connect(database, isolation_level=None)
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = OFF")  # a lost bulk load is simply made again
     connection.execute("PRAGMA cache_size = -500000")
-    insert = "INSERT INTO identities VALUES (" + ", ".join("?" * 22) + ")"
     spans = [(low, min(low + CHUNK, stop)) for low in range(start, stop, CHUNK)]
     with multiprocessing.Pool(2) as pool:
         for rows in pool.imap(partial(_rows, creator_ids=creator_ids), spans):
             connection.execute("BEGIN")
-            connection.executemany(insert, rows)
+            connection.executemany(INSERT_IDENTITY, rows)
             connection.execute("COMMIT")
     connection.execute("PRAGMA optimize")
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -91,7 +91,7 @@ def many_streams(directory):
     admin_key = prepare_database(database_url, WALLET)
     app = make_app(database_url)
     with app.app_context():
-        keys = [keys.issue_key(f"0x{number + 1:040x}", "User")[0] for number in range(-(-STREAMS // PER_KEY))]
+        api_keys = [keys.issue_key(f"0x{number + 1:040x}", "User")[0] for number in range(-(-STREAMS // PER_KEY))]
     server = LiveServer(database_url, workers=None).start()  # as `make run` serves
     headers = {"x-api-key": admin_key}
     streams = None
@@ -99,7 +99,7 @@ def many_streams(directory):
         worker = worker_pid(server)
         requests.get(f"{server.url}/changes?feed=longpoll&timeout=0", headers=headers, timeout=30)  # warm up
         before = resident_kib(worker)
-        streams = Streams(server.url, keys, STREAMS)
+        streams = Streams(server.url, api_keys, STREAMS)
         opened = streams.wait_for(b": ok\n", 120)
         if len(opened) != STREAMS:
             raise SystemExit(f"only {len(opened)} of {STREAMS} streams opened: {set(streams.statuses())}")

@@ -17,13 +17,16 @@ def webhooks():
 @pass_script_info
 def deliver_command(script_info):
     """Deliver webhooks until stopped (SIGINT or SIGTERM); one deliverer works at a time, through the lease."""
-    app = script_info.load_app()
-    deliverer = delivery.Deliverer(app)
-    signal.signal(signal.SIGTERM, lambda signum, frame: deliverer.stopping.set())
-    click.echo(f"Delivering webhooks as {deliverer.holder}; stop with Ctrl-C.", err=True)
+    run_alone(delivery.Deliverer(script_info.load_app()), "Delivering webhooks")
+
+
+def run_alone(holder, doing):
+    """Run `holder` (a storage.lease.LeaseHolder) in this process until SIGINT or SIGTERM, then give its lease up."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: holder.stopping.set())
+    click.echo(f"{doing} as {holder.holder}; stop with Ctrl-C.", err=True)
     try:
-        deliverer.run()
+        holder.run()
     except KeyboardInterrupt:
         pass
     finally:
-        deliverer.stop()
+        holder.stop()

@@ -1,7 +1,6 @@
 """`flask --app app mirrors ...`: register, list, pause, resume and remove the upstreams this instance
 follows, and `mirrors run`, a follower on its own."""
 
-import signal
 import sys
 
 import click
@@ -13,6 +12,7 @@ from ..data import follower, mirrors
 from ..schemas import MirrorCreateSchema, MirrorPatchSchema
 from ..storage.readiness import flask_command
 from . import needs_database
+from .background import run_alone
 
 KEY_HELP = "An API key of the upstream (read scope is enough); `-` reads it from standard input, out of the shell's history."
 
@@ -115,13 +115,4 @@ def remove_mirror(mirror_id):
 @pass_script_info
 def run_follower(script_info):
     """Follow the active mirrors until stopped (SIGINT or SIGTERM); one follower works at a time, through the lease."""
-    app = script_info.load_app()
-    running = follower.Follower(app)
-    signal.signal(signal.SIGTERM, lambda signum, frame: running.stopping.set())
-    click.echo(f"Following the mirrors as {running.holder}; stop with Ctrl-C.", err=True)
-    try:
-        running.run()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        running.stop()
+    run_alone(follower.Follower(script_info.load_app()), "Following the mirrors")

@@ -16,20 +16,15 @@ the mirror, with the reason in last_error, until an operator resumes it.
 """
 
 import logging
-import os
 import queue
 import random
-import socket
 import threading
 import time
-import uuid
 
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.exc import DBAPIError
 
 from ..storage import lease
 from ..storage.database import db, one_statement, write_transaction
-from ..storage.faults import cause
 from ..storage.models import Mirror, utcnow
 from . import mirror_batches
 from .upstream import Upstream, UpstreamError
@@ -244,116 +239,28 @@ class MirrorRun:
                 continue
 
 
-class Follower:
-    """Takes and renews the lease; while it holds it, runs each active mirror."""
+class Follower(lease.LeaseHolder):
+    """Holds the mirrors' lease; while it holds it, runs each active mirror (storage.lease.LeaseHolder). It
+    asks for the lease only when some mirror is active, so that an instance without mirrors writes nothing."""
 
     def __init__(self, app):
-        self.app = app
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:128]
-        self.ttl = app.config["IDENTITY_MIRROR_LEASE_SECONDS"]
-        self.stopping = threading.Event()
-        self.holding_until = 0.0  # time.monotonic() when this holder's term ends
-        self.runs = {}  # mirror id -> the thread running it
-        self.lock = threading.Lock()
-        self.thread = None
-        self.failing = None  # the cause of the database error last logged, until the database answers
+        super().__init__(app, LEASE, "mirror follower", app.config["IDENTITY_MIRROR_LEASE_SECONDS"], LOOK_SECONDS)
 
-    def holding(self):
-        return not self.stopping.is_set() and time.monotonic() < self.holding_until
+    def wanted(self):
+        return bool(self.due())
 
-    def start(self):
-        self.thread = threading.Thread(target=self.run, name="mirror-follower", daemon=True)
-        self.thread.start()
-        return self
-
-    def stop(self, timeout=5.0):
-        """Stop following, wait up to `timeout` seconds for the runs, and give the lease up."""
-        self.stopping.set()
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            threads = [self.thread, *self.runs.values()]
-        for thread in threads:
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-
-    def run(self):
-        renew_at = 0.0
-        with self.app.app_context():
-            try:
-                while not self.stopping.is_set():
-                    try:
-                        renew_at = self.tick(renew_at)
-                    except Exception:  # noqa: BLE001 - the follower outlives any one failure; it looks again
-                        log.exception("mirror follower: a look failed; trying again")
-                        db.session.remove()
-                    self.stopping.wait(LOOK_SECONDS)
-            finally:
-                self.holding_until = 0.0
-                self._release()
-
-    def tick(self, renew_at):
-        """Renew the lease when due, then start a run for each active mirror; returns when to renew next."""
-        now = time.monotonic()
-        try:
-            if not self.holding() and not self.active_mirrors():
-                return 0.0  # nothing to follow: no lease asked for, no write
-            if now >= renew_at:
-                held = lease.take(LEASE, self.holder, self.ttl)
-                if held and not self.holding():
-                    log.info("mirror follower holds the lease", extra={"holder": self.holder})
-                # Its term is counted from before it asked, and ends a little before the lease expires.
-                self.holding_until = now + self.ttl * 0.9 if held else 0.0
-                renew_at = now + self.ttl / 3
-            if self.holding():
-                self.dispatch()
-        except DBAPIError as error:
-            db.session.remove()
-            why = cause(error)
-            # The lease is asked for without waiting for SQLite's write lock: another writer holding it is
-            # no fault. Anything else is logged once, not at every look, until the database answers again.
-            quiet = why.startswith("locked") or why == self.failing
-            log.log(logging.DEBUG if quiet else logging.WARNING, "mirror follower: database %s; trying again", why)
-            self.failing = self.failing if why.startswith("locked") else why
-            return min(renew_at, now + LOOK_SECONDS)
-        self.failing = None
-        return renew_at
-
-    def active_mirrors(self):
+    def due(self):
         """The ids of the active mirrors."""
         active = db.session.execute(select(Mirror.id).where(Mirror.active)).scalars().all()
         db.session.commit()
         return active
 
-    def dispatch(self):
-        active = self.active_mirrors()
-        with self.lock:
-            for mirror_id in active:
-                if mirror_id not in self.runs:
-                    thread = threading.Thread(target=self._follow, args=(mirror_id,), name="mirror", daemon=True)
-                    self.runs[mirror_id] = thread
-                    thread.start()
-
-    def _follow(self, mirror_id):
+    def work(self, mirror_id):
         """Run the mirror from its row as it is when the run starts."""
-        try:
-            with self.app.app_context():
-                with one_statement() as session:
-                    row = session.execute(_MIRROR_TO_RUN, {"id": mirror_id}).first()
-                if row is not None and row.active:
-                    MirrorRun(self, row).run()
-        except DBAPIError as error:
-            log.warning("mirror %s: database %s; it resumes at the next look", mirror_id, cause(error))
-        except Exception:  # noqa: BLE001 - a run must not die silently; the next look starts it again
-            log.exception("mirror %s: following failed; it resumes at the next look", mirror_id)
-        finally:
-            with self.lock:
-                self.runs.pop(mirror_id, None)
-
-    def _release(self):
-        try:
-            lease.release(LEASE, self.holder)
-        except DBAPIError as error:
-            log.warning("mirror follower: lease not released (database %s); it expires by itself", cause(error))
+        with one_statement() as session:
+            row = session.execute(_MIRROR_TO_RUN, {"id": mirror_id}).first()
+        if row is not None and row.active:
+            MirrorRun(self, row).run()
 
 
 def start(app):

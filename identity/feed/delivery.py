@@ -14,23 +14,17 @@ entries since the last batch are sent again, with the same webhook-id: at least 
 """
 
 import logging
-import os
 import random
-import socket
-import threading
 import time
-import uuid
 from datetime import timedelta
 
 from flask import current_app
 from sqlalchemy import bindparam, delete, func, insert, select, update
-from sqlalchemy.exc import DBAPIError
 
 from ..core import history
 from ..schemas import ChangeSchema
 from ..storage import lease
 from ..storage.database import db, one_statement, write_transaction
-from ..storage.faults import cause
 from ..storage.models import Change, Webhook, WebhookDelivery, utcnow
 from .receiver import Receiver
 
@@ -176,113 +170,25 @@ class WebhookRun:
         return self.deliverer.holding()
 
 
-class Deliverer:
-    """Takes and renews the lease; while it holds it, polls the log and runs a loop per webhook."""
+class Deliverer(lease.LeaseHolder):
+    """Holds the webhooks' lease; while it holds it, polls the log and runs a loop per webhook with entries
+    to deliver (storage.lease.LeaseHolder)."""
 
     def __init__(self, app):
-        self.app = app
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:128]
-        self.ttl = app.config["IDENTITY_WEBHOOK_LEASE_SECONDS"]
-        self.poll = app.config["IDENTITY_WEBHOOK_POLL_SECONDS"]
-        self.stopping = threading.Event()
-        self.holding_until = 0.0  # time.monotonic() when this holder's term ends
-        self.loops = {}  # webhook id -> the thread delivering it
-        self.lock = threading.Lock()
-        self.thread = None
-        self.failing = None  # the cause of the database error last logged, until the database answers
+        super().__init__(app, LEASE, "webhook deliverer", app.config["IDENTITY_WEBHOOK_LEASE_SECONDS"],
+                         app.config["IDENTITY_WEBHOOK_POLL_SECONDS"])
 
-    def holding(self):
-        return not self.stopping.is_set() and time.monotonic() < self.holding_until
-
-    def start(self):
-        self.thread = threading.Thread(target=self.run, name="webhook-deliverer", daemon=True)
-        self.thread.start()
-        return self
-
-    def stop(self, timeout=5.0):
-        """Stop delivering, wait up to `timeout` seconds for the loops, and give the lease up."""
-        self.stopping.set()
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            threads = [self.thread, *self.loops.values()]
-        for thread in threads:
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-
-    def run(self):
-        renew_at = 0.0
-        with self.app.app_context():
-            try:
-                while not self.stopping.is_set():
-                    try:
-                        renew_at = self.tick(renew_at)
-                    except Exception:  # noqa: BLE001 - the deliverer outlives any one failure; it polls again
-                        log.exception("webhook deliverer: a poll failed; trying again")
-                        db.session.remove()
-                    self.stopping.wait(self.poll)
-            finally:
-                self.holding_until = 0.0
-                self._release()
-
-    def tick(self, renew_at):
-        """Renew the lease when due, then start a loop for each webhook with entries to deliver;
-        returns when to renew next."""
-        now = time.monotonic()
-        try:
-            if now >= renew_at:
-                held = lease.take(LEASE, self.holder, self.ttl)
-                if held and not self.holding():
-                    log.info("webhook deliverer holds the lease", extra={"holder": self.holder})
-                # Its term is counted from before it asked, and ends a little before the lease expires.
-                self.holding_until = now + self.ttl * 0.9 if held else 0.0
-                renew_at = now + self.ttl / 3
-            if self.holding():
-                self.dispatch()
-        except DBAPIError as error:
-            db.session.remove()  # a fresh session for the next poll, whatever state this one is in
-            why = cause(error)
-            # The lease is asked for without waiting for SQLite's write lock: another writer holding it is
-            # no fault. Anything else is logged once, not at every poll, until the database answers again.
-            quiet = why.startswith("locked") or why == self.failing
-            log.log(logging.DEBUG if quiet else logging.WARNING, "webhook deliverer: database %s; trying again", why)
-            self.failing = self.failing if why.startswith("locked") else why
-            return min(renew_at, now + self.poll)
-        self.failing = None
-        return renew_at
-
-    def dispatch(self):
+    def due(self):
         head = select(func.coalesce(func.max(Change.seq), 0)).scalar_subquery()
-        due = db.session.execute(select(Webhook.id).where(Webhook.active, Webhook.position < head)).scalars().all()
-        db.session.commit()
-        with self.lock:
-            for webhook_id in due:
-                if webhook_id not in self.loops:
-                    thread = threading.Thread(target=self._deliver, args=(webhook_id,), name="webhook", daemon=True)
-                    self.loops[webhook_id] = thread
-                    thread.start()
+        return db.session.execute(select(Webhook.id).where(Webhook.active, Webhook.position < head)).scalars().all()
 
-    def _deliver(self, webhook_id):
+    def work(self, webhook_id):
         """Run the webhook from its row as it is when the run starts, not as the poll read it: a run of
         it that ended since the poll has recorded a later position, from which this one goes on."""
-        try:
-            with self.app.app_context():
-                with one_statement() as connection:
-                    webhook = connection.execute(_WEBHOOK_TO_RUN, {"id": webhook_id}).first()
-                if webhook is not None:
-                    WebhookRun(self, webhook).run()
-        except DBAPIError as error:
-            log.warning("webhook %s: database %s; delivery resumes at the next poll", webhook_id, cause(error))
-        except Exception:  # noqa: BLE001 - a loop must not die silently; the next poll starts it again
-            log.exception("webhook %s: delivery failed; it resumes at the next poll", webhook_id)
-        finally:
-            with self.lock:
-                self.loops.pop(webhook_id, None)
-
-    def _release(self):
-        try:
-            lease.release(LEASE, self.holder)
-        except DBAPIError as error:
-            log.warning("webhook deliverer: lease not released (database %s); it expires by itself", cause(error))
+        with one_statement() as connection:
+            webhook = connection.execute(_WEBHOOK_TO_RUN, {"id": webhook_id}).first()
+        if webhook is not None:
+            WebhookRun(self, webhook).run()
 
 
 def start(app):

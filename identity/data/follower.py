@@ -24,7 +24,7 @@ import time
 from sqlalchemy import bindparam, select, update
 
 from ..storage import lease
-from ..storage.database import db, one_statement, write_transaction
+from ..storage.database import one_statement, write_transaction
 from ..storage.models import Mirror, utcnow
 from . import mirror_batches
 from .upstream import Upstream, UpstreamError
@@ -251,9 +251,8 @@ class Follower(lease.LeaseHolder):
 
     def due(self):
         """The ids of the active mirrors."""
-        active = db.session.execute(select(Mirror.id).where(Mirror.active)).scalars().all()
-        db.session.commit()
-        return active
+        with one_statement() as connection:
+            return connection.execute(select(Mirror.id).where(Mirror.active)).scalars().all()
 
     def work(self, mirror_id):
         """Run the mirror from its row as it is when the run starts."""

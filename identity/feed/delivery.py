@@ -24,7 +24,7 @@ from sqlalchemy import bindparam, delete, func, insert, select, update
 from ..core import history
 from ..schemas import ChangeSchema
 from ..storage import lease
-from ..storage.database import db, one_statement, write_transaction
+from ..storage.database import one_statement, write_transaction
 from ..storage.models import Change, Webhook, WebhookDelivery, utcnow
 from .receiver import Receiver
 
@@ -180,7 +180,8 @@ class Deliverer(lease.LeaseHolder):
 
     def due(self):
         head = select(func.coalesce(func.max(Change.seq), 0)).scalar_subquery()
-        return db.session.execute(select(Webhook.id).where(Webhook.active, Webhook.position < head)).scalars().all()
+        with one_statement() as connection:
+            return connection.execute(select(Webhook.id).where(Webhook.active, Webhook.position < head)).scalars().all()
 
     def work(self, webhook_id):
         """Run the webhook from its row as it is when the run starts, not as the poll read it: a run of

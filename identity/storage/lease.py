@@ -85,7 +85,8 @@ class LeaseHolder:
         return True
 
     def due(self):
-        """The ids of the jobs to run now (those running already are left to run)."""
+        """The ids of the jobs to run now (those running already are left to run); a read of one statement
+        (storage.database.one_statement), so that no transaction stays open between looks."""
         raise NotImplementedError
 
     def work(self, job_id):
@@ -154,7 +155,6 @@ class LeaseHolder:
 
     def dispatch(self):
         due = self.due()
-        db.session.commit()
         with self.lock:
             for job_id in due:
                 if job_id not in self.jobs:

@@ -18,7 +18,6 @@ is never cached.
 
 import hmac
 import secrets
-from functools import wraps
 
 from flask import g, make_response, redirect, request, url_for
 
@@ -54,19 +53,8 @@ def sign_in():
     return _signed_in(token)
 
 
-def wallet_sign_in_on(view):
-    """Answer 404 (naming IDENTITY_SIWE_DOMAIN) while sign-in with Ethereum is off: before any budget or form."""
-
-    @wraps(view)
-    def on(*args, **kwargs):
-        signin.check_on()
-        return view(*args, **kwargs)
-
-    return on
-
-
 @bp.route("/sign-in/wallet/message")
-@wallet_sign_in_on
+@signin.when_on
 @limits.nonces
 def wallet_message():
     """The message for the wallet button to have signed, as JSON: for the wallet ?address= (as the wallet answers
@@ -76,7 +64,7 @@ def wallet_message():
 
 
 @bp.route("/sign-in/wallet", methods=["POST"])
-@wallet_sign_in_on
+@signin.when_on
 def sign_in_with_wallet():
     """The wallet button's form: an EIP-4361 message and its personal_sign signature, checked as POST
     /auth/siwe checks them."""

@@ -17,6 +17,7 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import wraps
 from types import SimpleNamespace
 
 from eth_utils import is_address, to_checksum_address
@@ -80,6 +81,19 @@ def settings():
 def check_on():
     """SigninOff unless sign-in with Ethereum is on (IDENTITY_SIWE_DOMAIN is set)."""
     settings()
+
+
+def when_on(function):
+    """`function`, called only while sign-in with Ethereum is on: SigninOff (naming IDENTITY_SIWE_DOMAIN) before
+    anything else it does, a budget spent or a body read included. The sign-in routes and the console's wallet
+    sign-in are wrapped in it."""
+
+    @wraps(function)
+    def on(*args, **kwargs):
+        check_on()
+        return function(*args, **kwargs)
+
+    return on
 
 
 def is_on():

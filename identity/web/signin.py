@@ -2,8 +2,6 @@
 needed; each route has a budget per client address (web.limits). Both are 404 until IDENTITY_SIWE_DOMAIN is set.
 """
 
-from functools import wraps
-
 from ..core import signin
 from ..core.errors import SigninOff
 from ..schemas import SignedInSchema, SigninNonceSchema, signin_schema
@@ -57,19 +55,8 @@ NOT_A_MESSAGE = {
 }
 
 
-def signin_on(view):
-    """Answer 404 (naming IDENTITY_SIWE_DOMAIN) while sign-in is off: before the budget and the body."""
-
-    @wraps(view)
-    def on(*args, **kwargs):
-        signin.check_on()
-        return view(*args, **kwargs)
-
-    return on
-
-
 @blp.route("/auth/nonce", endpoint="get_signin_nonce")
-@signin_on
+@signin.when_on
 @limits.nonces
 @operation("getSigninNonce", security=[])
 @blp.response(200, SigninNonceSchema, example=NONCE_EXAMPLE, headers=NO_STORE)
@@ -85,7 +72,7 @@ def get_signin_nonce():
 
 
 @blp.route("/auth/siwe", methods=["POST"], endpoint="sign_in_with_ethereum")
-@signin_on
+@signin.when_on
 @limits.signins
 @operation("signInWithEthereum", security=[])
 @blp.arguments(signin_schema, example=SIGNIN_EXAMPLE)

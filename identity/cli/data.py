@@ -18,7 +18,7 @@ from ..data import copy as dbcopy
 from ..data import exports, imports
 from ..data import restore as restoring
 from ..data import snapshot as car
-from ..schemas import STATUSES
+from ..schemas import MAX_SEQ, STATUSES
 from ..storage.database import db, migrate
 from ..storage.readiness import upgrade_command
 from . import CLI_WALLET, faults, interrupted, needs_database, progress, wallet_option, writing
@@ -85,7 +85,7 @@ def backup(path):
 @click.command("restore")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
-    "--issued-up-to", "issued_up_to", type=click.IntRange(0, 2**53 - 1), default=0, metavar="SEQ",
+    "--issued-up-to", "issued_up_to", type=click.IntRange(0, MAX_SEQ), default=0, metavar="SEQ",
     help="When the replaced database is lost: the highest seq that followers may hold (a receiver's last "
     "webhook-id, a follower's position); later entries are numbered above it.",
 )

@@ -8,10 +8,11 @@ revoked or expired, its 12 hours), as it asks an API key.
 
 import math
 
-from flask import current_app, g, request, stream_with_context
+from flask import current_app, g, request
 
 from ..core import history, sessions
 from ..feed import live, streams
+from ..schemas import MAX_SEQ
 from ..storage.database import db
 from . import bp
 from .guard import COOKIE
@@ -19,7 +20,6 @@ from .pages import render
 
 LATEST = 50
 HEARTBEAT_SECONDS = 15.0
-MAX_SEQ = 2**53 - 1
 
 
 def _seq(text):
@@ -52,10 +52,4 @@ def change_stream():
     hub = live.hub_of(current_app)
     unfollow = hub.follow(holder, lambda: sessions.session_of(token) is not None)
     follower = streams.Follower(hub, start, LATEST, True, holder, streams.client_gone(request.environ))
-    response = current_app.response_class(
-        stream_with_context(follower.events(math.inf, HEARTBEAT_SECONDS)),
-        mimetype="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
-    response.call_on_close(unfollow)
-    return response
+    return streams.event_stream(follower, math.inf, HEARTBEAT_SECONDS, unfollow)

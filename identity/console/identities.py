@@ -10,7 +10,7 @@ from ..core.errors import IdentityNotFound, InvalidParameters, PreconditionFaile
 from ..core.signatures import SignatureError
 from ..schemas import SORT_KEYS, STATUSES, identity_etag, identity_list_args_schema, identity_schema
 from . import bp
-from .pages import error_page, render
+from .pages import error_page, field_messages, render
 
 # The listing's query parameters that the page's form and links carry.
 LISTING = ("q", "status", "creator", "sortBy", "direction", "cursor")
@@ -30,9 +30,9 @@ def identities_page():
     try:
         page = browse.list_identities(identity_list_args_schema.load(asked), g.session.caller)
     except ValidationError as invalid:
-        errors = {name: " ".join(map(str, messages)) for name, messages in invalid.normalized_messages().items()}
+        errors = field_messages(invalid.normalized_messages())
     except InvalidParameters as invalid:
-        errors = {name: " ".join(messages) for name, messages in invalid.errors.items()}
+        errors = field_messages(invalid.errors)
     filters = {name: value for name, value in asked.items() if name != "cursor"}
     return render("identities.html", 200 if page else 400, page=page, asked=asked, filters=filters, errors=errors,
                   statuses=STATUSES, sort_keys=SORT_KEYS)

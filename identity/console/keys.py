@@ -13,7 +13,7 @@ from ..core import keys
 from ..core.errors import InvalidParameters
 from ..schemas import KeyCreateSchema, KeyListArgsSchema
 from . import bp
-from .pages import render
+from .pages import field_messages, render
 
 # What the issue form offers for expires_in, in seconds ("" for never).
 EXPIRIES = (("", "never"), ("3600", "in 1 hour"), ("86400", "in 1 day"), ("2592000", "in 30 days"),
@@ -38,17 +38,13 @@ def _keys_page(status=200, form=None, form_errors=None):
     try:
         page = keys.list_keys(_list_args.load(asked))
     except ValidationError as invalid:
-        errors = _messages(invalid.normalized_messages())
+        errors = field_messages(invalid.normalized_messages())
     except InvalidParameters as invalid:
-        errors = _messages(invalid.errors)
+        errors = field_messages(invalid.errors)
     filters = {name: value for name, value in asked.items() if name != "cursor"}
     return render("keys.html", status if page else 400, page=page, asked=asked, filters=filters, errors=errors,
                   form=form or {}, form_errors=form_errors or {}, expiries=EXPIRIES, states=STATES,
                   done=DONE.get(request.args.get("done")))
-
-
-def _messages(messages):
-    return {name: " ".join(map(str, texts)) for name, texts in messages.items()}
 
 
 @bp.route("/keys", methods=["POST"])
@@ -63,7 +59,7 @@ def issue_key():
     try:
         fields = _create.load({name: value for name, value in fields.items() if value is not None})
     except ValidationError as invalid:
-        return _keys_page(422, form, _messages(invalid.normalized_messages()))
+        return _keys_page(422, form, field_messages(invalid.normalized_messages()))
     options = {name: fields.get(name) for name in ("scope", "label", "expires_in")}
     key, api_key = keys.issue_key(fields["wallet"], fields.get("role"), **options, created_by=g.session.caller.wallet)
     return render("key_issued.html", 201, issued=keys.issued_record(key, api_key))

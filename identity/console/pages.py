@@ -46,6 +46,12 @@ def session_context():
     }
 
 
+def field_messages(messages):
+    """A form's messages by field ({field: [message, ...]}, marshmallow's or InvalidParameters'), each field's
+    as one line of text for the page."""
+    return {name: " ".join(map(str, texts)) for name, texts in messages.items()}
+
+
 def render(template, status=200, **context):
     """A console page from templates/console/`template`."""
     return render_template(f"console/{template}", **context), status

@@ -9,7 +9,7 @@ from ..core.errors import InvalidFields
 from ..feed import webhooks
 from ..schemas import WebhookCreateSchema
 from . import bp
-from .pages import render
+from .pages import field_messages, render
 
 DONE = {
     "paused": "The webhook is paused: nothing is delivered to it until it is resumed.",
@@ -39,14 +39,10 @@ def register_webhook():
         fields = _create.load({name: value for name, value in form.items() if value})
         webhook = webhooks.register(**fields)
     except ValidationError as invalid:
-        return _webhooks_page(422, form, _messages(invalid.normalized_messages()))
+        return _webhooks_page(422, form, field_messages(invalid.normalized_messages()))
     except InvalidFields as invalid:
-        return _webhooks_page(422, form, _messages(invalid.errors))
+        return _webhooks_page(422, form, field_messages(invalid.errors))
     return render("webhook_registered.html", 201, webhook=webhook)
-
-
-def _messages(messages):
-    return {name: " ".join(map(str, texts)) for name, texts in messages.items()}
 
 
 @bp.route("/webhooks/<uuid:webhook_id>")

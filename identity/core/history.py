@@ -124,11 +124,13 @@ def changes_of(identity_id, full):
     return [visible(change, status, full) for change, status in rows]
 
 
-def feed(after, limit, full):
+def feed(after, limit, full, show=None):
     """Up to `limit` entries of every identity with a sequence number above `after`, in order:
     {"data": [...], "next_after": the last one's number, or `after` when there is none} (ChangeFeedSchema).
-    Raises BeyondFeedEnd when `after` is above every number the log ever issued."""
-    data = [shown(entry, status, full) for entry, status in entries_after(after, limit)]
+    `show(pairs, full)` makes the data of the (entry, status) pairs (entries_after), each entry as shown by
+    default. Raises BeyondFeedEnd when `after` is above every number the log ever issued."""
+    pairs = entries_after(after, limit)
+    data = show(pairs, full) if show else [shown(entry, status, full) for entry, status in pairs]
     if not data:
         check_position(after)
     return page(data, after)

@@ -15,7 +15,7 @@ import select
 import socket
 import time
 
-from flask import current_app
+from flask import current_app, stream_with_context
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..core import history, identities
@@ -44,6 +44,19 @@ def event(entry, status, full):
         data = current_app.json.dumps(_change_schema.dump(history.shown(entry.whole, status, full)))
         text = entry.encoded[redacted] = _text(entry, data)
     return text
+
+
+def event_stream(follower, until, heartbeat, on_close, headers=None):
+    """The response that streams `follower`'s events (Follower.events) until `until`, a comment every `heartbeat`
+    seconds meanwhile; `on_close` runs when it ends, whether or not it ever started."""
+    response = current_app.response_class(
+        stream_with_context(follower.events(until, heartbeat)),
+        mimetype="text/event-stream",
+        # No cache keeps it, and nginx passes each event on at once rather than buffer the stream.
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **(headers or {})},
+    )
+    response.call_on_close(on_close)
+    return response
 
 
 def client_gone(environ):

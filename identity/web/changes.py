@@ -3,7 +3,7 @@
 import math
 import time
 
-from flask import current_app, request, stream_with_context
+from flask import current_app, request
 from marshmallow import RAISE
 
 from ..core import history
@@ -86,12 +86,8 @@ def _answer(args, last_event_id, caller):
     full = caller.role == "Admin"
     docs = args["include_docs"]
     if feed == "normal":
-        if not docs:
-            return history.feed(args["after"], args["limit"], full), 200, {FEED_HEAD: str(history.head())}
-        pairs = history.entries_after(args["after"], args["limit"])
-        if not pairs:
-            history.check_position(args["after"])
-        return history.page(streams.shown_with_docs(pairs, full), args["after"]), 200, {FEED_HEAD: str(history.head())}
+        page = history.feed(args["after"], args["limit"], full, streams.shown_with_docs if docs else None)
+        return page, 200, {FEED_HEAD: str(history.head())}
     # A stream resumes after Last-Event-ID when its client sends one (SSE's reconnection).
     resumed = feed == "eventsource" and last_event_id is not None
     start = last_event_id if resumed else args["after"]
@@ -119,14 +115,8 @@ def _answer(args, last_event_id, caller):
             release()
     follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone, docs)
     until = time.monotonic() + _seconds(args.get("timeout"), math.inf)
-    response = current_app.response_class(
-        stream_with_context(follower.events(until, args["heartbeat"] / 1000)),
-        mimetype=EVENT_STREAM,
-        # No cache keeps it, and nginx passes each event on at once rather than buffer the stream.
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", FEED_HEAD: str(follower.fresh_from)},
-    )
-    response.call_on_close(release)  # whether or not the stream ever started
-    return response
+    return streams.event_stream(follower, until, args["heartbeat"] / 1000, release,
+                                {FEED_HEAD: str(follower.fresh_from)})
 
 
 def _seconds(milliseconds, default):

@@ -150,7 +150,7 @@ _SESSION_AND_KEY = (
     select(ConsoleSession.csrf_token, ConsoleSession.expires_at, ApiKey.id, ApiKey.scope, *User.__table__.c)
     .join(ApiKey, ConsoleSession.key_id == ApiKey.id)
     .join(User, ApiKey.user_id == User.id)
-    .where(ConsoleSession.id == bindparam("session_id"), ConsoleSession.expires_at > bindparam("now"))
+    .where(ConsoleSession.id == bindparam("session_id"), ConsoleSession.expires_at > bindparam("now"), live(bindparam("now")))
 )
 
 
@@ -160,9 +160,8 @@ def session_of(token):
     if not token or len(token) > 128:
         return None
     now, session_id = utcnow(), _digest(token)
-    query = _SESSION_AND_KEY.where(live(now))
     with one_statement() as db_session:
-        row = db_session.execute(query, {"session_id": session_id, "now": now}).one_or_none()
+        row = db_session.execute(_SESSION_AND_KEY, {"session_id": session_id, "now": now}).one_or_none()
     if row is None:
         return None
     csrf_token, expires_at, key_id, scope, *user_values = row

@@ -25,13 +25,14 @@ from datetime import datetime
 
 from sqlalchemy import bindparam, insert, select, update
 
-from ..core import curation
+from ..core import curation, history
 from ..core.identities import IDENTITIES, IDENTITIES_WITH_CREATOR, identity_record
 from ..core.verify import Unverified
 from ..schemas import identity_import_schema
 from ..storage.database import write_transaction
 from ..storage.models import Mirror, MirroredIdentity, utcnow
 from . import bulk, imports
+from .exports import UINT256_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,8 @@ MIRROR_WALLET = "mirror"
 _LINE_KEYS = frozenset(identity_import_schema.fields)
 # Entries checked between two looks at the process's other work (a few milliseconds of checking).
 YIELD_EVERY = 100
-_REDACTED_KEYS = frozenset({"seq", "identity_id", "at", "kind"})
+_REDACTED_KEYS = frozenset(history.REDACTED_KEYS)
 _FIGURES = tuple(curation.EDITABLE)
-_UINT256 = ("vault_id", "assets_sum", "conviction_sum", "conviction_price")
 _MIRRORS = Mirror.__table__
 _MIRRORED = MirroredIdentity.__table__
 _MIRROR_TO_APPLY = select(_MIRRORS.c.position, _MIRRORS.c.active).where(_MIRRORS.c.id == bindparam("id")).with_for_update()
@@ -149,7 +149,7 @@ def _check(checked, entry):
         return checked.reject(entry, str(refused))
     if kind == "changed":
         values = imports.row_values(row, (*_FIGURES, "updated_at"))
-        figures = {name: int(values[name]) if name in _UINT256 else values[name] for name in _FIGURES}
+        figures = {name: int(values[name]) if name in UINT256_KEYS else values[name] for name in _FIGURES}
         checked.changes[entry["identity_id"]] = (figures, datetime.fromisoformat(values["updated_at"]))
         return None
     found = imports.row_values(row, ("id", "content_id"))

@@ -172,7 +172,6 @@ def settings_from_env(environ=None):
         "IDENTITY_SIWE_DOMAIN": _siwe_domain(environ),
         "IDENTITY_SIWE_URI": _siwe_uri(environ),
         "IDENTITY_SIWE_NONCE_SECONDS": _between(environ, "IDENTITY_SIWE_NONCE_SECONDS", 600, 10, 86_400),
-        "IDENTITY_SIWE_MAX_NONCES": _positive(environ, "IDENTITY_SIWE_MAX_NONCES", 100_000),
         "IDENTITY_SIWE_CHAIN_IDS": _chain_ids(environ, "IDENTITY_SIWE_CHAIN_IDS"),
         "IDENTITY_SIWE_KEY_SECONDS": _between(environ, "IDENTITY_SIWE_KEY_SECONDS", 7 * 86_400, 60, 10 * 365 * 86_400),
         # Per client address, for each of GET /auth/nonce and POST /auth/siwe.

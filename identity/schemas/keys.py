@@ -148,6 +148,12 @@ class MeSchema(Schema):
 
 
 class UserWithCountSchema(UserSchema):
+    grant = fields.String(
+        required=True,
+        metadata={"enum": list(SCOPES), "description": "The most a sign-in with Ethereum issues the wallet: write, or "
+                  "read for a wallet that came into being with a read key or that an Admin narrowed (a write key "
+                  "issued to it widens it). What its keys may do is each key's scope."},
+    )
     identity_count = fields.Integer(
         required=True,
         metadata={"minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": "Identities it created, but removed ones."},

@@ -82,6 +82,19 @@ class KeyCreateSchema(Schema):
     )
 
 
+class UserGrantSchema(Schema):
+    """The body of PATCH /users/<wallet>: what a sign-in with Ethereum may issue the wallet at most."""
+
+    class Meta:
+        unknown = RAISE
+
+    grant = fields.String(
+        required=True,
+        validate=validate.OneOf(SCOPES),
+        metadata={"description": "read: the wallet's sign-ins get read keys alone; write: what its role allows."},
+    )
+
+
 class KeyRotateSchema(Schema):
     class Meta:
         unknown = RAISE

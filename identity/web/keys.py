@@ -19,6 +19,7 @@ from ..schemas import (
     KeyRotateSchema,
     KeySchema,
     MeSchema,
+    UserGrantSchema,
     UserWithCountSchema,
 )
 from . import blp, limits
@@ -195,3 +196,21 @@ def get_user(wallet):
     """A user, by wallet, with the number of identities it created (but removed ones) and its grant: the most a
     sign-in with Ethereum issues it."""
     return users.user_with_count(wallet)
+
+
+@blp.route("/users/<wallet>", methods=["PATCH"], endpoint="set_user_grant", parameters=[WALLET])
+@auth.login_required(role="Admin")
+@limits.creates
+@operation("setUserGrant")
+@blp.arguments(UserGrantSchema(), example={"grant": "read"})
+@blp.response(200, UserWithCountSchema, example={**USER_EXAMPLE, "grant": "read"})
+@problems(BODY, 403, 404, _403=ADMIN_ONLY, _404=NOT_FOUND["user"], _422={
+    "description": "A grant that is not read or write, or another field; errors names it.",
+    "example": problem_body(422, "Invalid fields: grant.", errors={"grant": ["Must be one of: write, read."]})})
+def set_user_grant(fields, wallet):
+    """Narrow (read) or widen (write) what a sign-in with Ethereum may issue a wallet (Admin write keys only).
+
+    The wallet's keys stay as they are: revoke its write keys too to take write access away now. Issuing the
+    wallet a write key (POST /keys) widens its grant as well.
+    """
+    return users.set_grant(wallet, fields["grant"], by=current_caller().wallet)

@@ -101,6 +101,35 @@ def test_an_admin_narrows_a_wallet_to_read_and_widens_it_again_on_the_command_li
     assert sign_in(client, scope="write").get_json()["scope"] == "write"
 
 
+def test_an_admin_narrows_a_wallet_to_read_over_http_and_widens_it_again(client, admin_key):
+    assert sign_in(client).get_json()["scope"] == "write"
+    narrowed = client.patch(f"/users/{WALLET.lower()}", json={"grant": "read"}, headers={"x-api-key": admin_key})
+    assert narrowed.status_code == 200, narrowed.text
+    assert (narrowed.get_json()["wallet"], narrowed.get_json()["grant"]) == (WALLET, "read")
+    refused_beyond_grant(client, signed_body(client, scope="write"))
+    assert sign_in(client).get_json()["scope"] == "read"
+    widened = client.patch(f"/users/{WALLET}", json={"grant": "write"}, headers={"x-api-key": admin_key})
+    assert widened.get_json()["grant"] == "write"
+    assert sign_in(client, scope="write").get_json()["scope"] == "write"
+
+
+def test_only_an_admins_write_key_sets_a_grant_and_a_bad_one_says_why(client, issue_key, admin_key):
+    user_key = sign_in(client).get_json()["key"]  # the wallet's own write key, a User's
+    assert client.patch(f"/users/{WALLET}", json={"grant": "write"}, headers={"x-api-key": user_key}).status_code == 403
+    read_admin = client.post("/keys", json={"wallet": ADMIN_WALLET, "scope": "read"},
+                             headers={"x-api-key": admin_key}).get_json()["key"]
+    as_read = client.patch(f"/users/{WALLET}", json={"grant": "read"}, headers={"x-api-key": read_admin})
+    assert as_read.status_code == 403 and "read-only" in as_read.get_json()["detail"]
+    assert grant_of(client, admin_key) == "write"
+    unknown = client.patch("/users/0x" + "ab" * 20, json={"grant": "read"}, headers={"x-api-key": admin_key})
+    assert unknown.status_code == 404 and unknown.mimetype == "application/problem+json"
+    for body in ({"grant": "admin"}, {"grant": None}, {}, {"grant": "read", "role": "Admin"}, ["read"]):
+        invalid = client.patch(f"/users/{WALLET}", json=body, headers={"x-api-key": admin_key})
+        assert invalid.status_code == 422, (body, invalid.text)
+    assert client.patch("/users/not-a-wallet", json={"grant": "read"}, headers={"x-api-key": admin_key}).status_code == 404
+    assert grant_of(client, admin_key) == "write"
+
+
 def test_granting_an_unknown_wallet_is_refused_saying_how_to_make_one(runner):
     result = runner.invoke(args=["keys", "grant", "--wallet", WALLET, "read"])
     assert result.exit_code != 0 and "no user has this wallet" in result.output and "--scope read" in result.output

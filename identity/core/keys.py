@@ -201,7 +201,7 @@ def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, 
             session.execute(update(User).where(User.id == user["id"]).values(**changed, updated_at=now))
         key, api_key = add_key(session, user["id"], now, scope, label, expires_at, created_by)
     if changed:
-        forget_keys()  # this process's lookups of the wallet's other keys carry the old role
+        forget_keys()  # this process's lookups of the wallet's other keys carry its old role and grant
         now_is = ", ".join(f"{name} {value}" for name, value in changed.items())
         key_log.info("user %s is now %s, by %s", wallet, now_is, created_by,
                      extra={"wallet": wallet, **changed, "acting_wallet": created_by})

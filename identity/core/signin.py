@@ -250,10 +250,11 @@ def _failed_domain(message, config):
         return 2, (f"The message is for {message.scheme}://{message.domain}; this service signs in at "
                    f"{scheme}://{config.domain}.")
     here = _origin(config.uri)
-    if _origin(message.uri) != here:
-        scheme, host, port = here
-        return 2, (f"The message's URI, {message.uri}, is not at this service's origin, {scheme}://{host}:{port}: "
-                   f"sign a message whose URI is {config.uri} (the uri that GET /auth/nonce answers).")
+    # IDENTITY_SIWE_URI has an origin (identity.config); an app configured without one accepts its URI alone.
+    if (_origin(message.uri) != here) if here is not None else message.uri != config.uri:
+        origin = f"{here[0]}://{here[1]}:{here[2]}" if here is not None else config.uri
+        return 2, (f"The message's URI, {message.uri}, is not at this service's origin, {origin}: sign a message "
+                   f"whose URI is {config.uri} (the uri that GET /auth/nonce answers).")
     return None
 
 

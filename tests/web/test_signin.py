@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from identity.config import settings_from_env
 from tests.conftest import make_app
 from tests.wallets import address_of, private_key, sign_messages, siwe_message
 
@@ -313,3 +314,11 @@ def test_both_routes_are_404_naming_the_setting_until_the_domain_is_set(database
     assert response.status_code == 404
     assert "IDENTITY_SIWE_DOMAIN" in response.get_json()["detail"]
     assert "X-RateLimit-Limit" not in response.headers
+
+
+@pytest.mark.parametrize("uri", ["urn:uuid:7f9d2a4e-0f8e-4b1a-9c3d-2e5f6a7b8c9d", "https://identity.example.com:port/",
+                                 "identity.example.com"])
+def test_an_identity_siwe_uri_without_an_origin_is_refused_at_start_saying_what_it_must_be(uri):
+    with pytest.raises(ValueError, match="must be an absolute URI with a host, such as https://"):
+        settings_from_env({"IDENTITY_SIWE_DOMAIN": DOMAIN, "IDENTITY_SIWE_URI": uri})
+    assert settings_from_env({"IDENTITY_SIWE_URI": "http://127.0.0.1:8000"})["IDENTITY_SIWE_URI"] == "http://127.0.0.1:8000"

@@ -4,6 +4,7 @@ import ipaddress
 import logging
 import os
 import re
+from urllib.parse import urlsplit
 
 from limits import parse_many
 from sqlalchemy.engine import make_url
@@ -90,10 +91,22 @@ def _siwe_domain(environ):
 
 
 def _siwe_uri(environ):
+    """IDENTITY_SIWE_URI: an absolute URI with a host (a message's URI must be at its origin), or None."""
     uri = (environ.get("IDENTITY_SIWE_URI") or "").strip()
-    if uri and uris.uri_problem(uri):
-        raise ValueError(f"IDENTITY_SIWE_URI must be an absolute URI such as https://identity.example.com, not {uri!r}")
+    if uri and (uris.uri_problem(uri) or not _has_origin(uri)):
+        raise ValueError("IDENTITY_SIWE_URI must be an absolute URI with a host, such as https://identity.example.com, "
+                         f"not {uri!r}")
     return uri or None
+
+
+def _has_origin(uri):
+    """Whether `uri` names a host, and a port that is a number when it names one."""
+    parts = urlsplit(uri)
+    try:
+        parts.port  # noqa: B018 - read for the ValueError of a port that is not a number
+    except ValueError:
+        return False
+    return bool(parts.hostname)
 
 
 def _chain_ids(environ, name):
@@ -172,7 +185,6 @@ def settings_from_env(environ=None):
         "IDENTITY_SIWE_DOMAIN": _siwe_domain(environ),
         "IDENTITY_SIWE_URI": _siwe_uri(environ),
         "IDENTITY_SIWE_NONCE_SECONDS": _between(environ, "IDENTITY_SIWE_NONCE_SECONDS", 600, 10, 86_400),
-        "IDENTITY_SIWE_MAX_NONCES": _positive(environ, "IDENTITY_SIWE_MAX_NONCES", 100_000),
         "IDENTITY_SIWE_CHAIN_IDS": _chain_ids(environ, "IDENTITY_SIWE_CHAIN_IDS"),
         "IDENTITY_SIWE_KEY_SECONDS": _between(environ, "IDENTITY_SIWE_KEY_SECONDS", 7 * 86_400, 60, 10 * 365 * 86_400),
         # Per client address, for each of GET /auth/nonce and POST /auth/siwe.

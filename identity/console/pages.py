@@ -97,12 +97,6 @@ def refused(error):
     return error_page(status, "Not found" if status == 404 else "Refused", error.detail, **error.extra)
 
 
-@bp.errorhandler(errors.TooManyNonces)
-def too_many_sign_ins(error):
-    """As many sign-ins are in progress as IDENTITY_SIWE_MAX_NONCES allows: unavailable for a while, as the API says."""
-    return error_page(503, "Too many sign-ins in progress", error.detail, {"Retry-After": str(error.retry_after)})
-
-
 @bp.errorhandler(NotReady)
 def not_ready(error):
     title = "The database needs a migration" if isinstance(error, SchemaNotCurrent) else "Not ready"

@@ -167,15 +167,9 @@ class SigninRefused(ServiceError):
         self.check = check
 
 
-class TooManyNonces(ServiceError):
-    """As many sign-in nonces are waiting as IDENTITY_SIWE_MAX_NONCES allows; one expires in `retry_after` seconds."""
-
-    def __init__(self, cap, retry_after):
-        super().__init__(
-            f"This service holds {cap:,} sign-ins in progress, the most IDENTITY_SIWE_MAX_NONCES allows: ask for "
-            "a nonce again after the number of seconds in Retry-After, when older ones have expired."
-        )
-        self.retry_after = retry_after
+class BeyondGrant(ServiceError):
+    """A sign-in whose checks all passed, asking for more than its wallet is granted (users.grant); the detail says
+    what to ask for instead."""
 
 
 class InvalidParameters(ServiceError):

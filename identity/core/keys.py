@@ -178,9 +178,10 @@ def _touch_last_login(lookup, interval):
 def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, created_by=CLI):
     """Issue a key for `wallet`; returns (plaintext key, ApiKey).
 
-    A new wallet becomes a user with `role` (default User); for a known one, a given role replaces its
-    role. `scope` is write or read; `expires_in` seconds (MIN_EXPIRES_IN to MAX_EXPIRES_IN) or None for
-    no expiry; `created_by` is the wallet of the issuing key, or "cli".
+    A new wallet becomes a user with `role` (default User), granted `scope`; for a known one, a given role
+    replaces its role, and a write key widens its grant to write (users.grant: what a sign-in may issue it).
+    `scope` is write or read; `expires_in` seconds (MIN_EXPIRES_IN to MAX_EXPIRES_IN) or None for no expiry;
+    `created_by` is the wallet of the issuing key, or "cli".
     """
     if role is not None and role not in ROLES:
         raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
@@ -192,15 +193,18 @@ def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, 
     now = utcnow()
     expires_at = None if expires_in is None else now + timedelta(seconds=expires_in)
     with write_transaction() as session:
-        user = user_of_wallet(session, wallet, role or "User", now)
-        role_changed = role is not None and user["role"] != role
-        if role_changed:
-            session.execute(update(User).where(User.id == user["id"]).values(role=role, updated_at=now))
+        user = user_of_wallet(session, wallet, role or "User", now, grant=scope)
+        changed = {"role": role} if role is not None and user["role"] != role else {}
+        if scope == "write" and user["grant"] != "write":
+            changed["grant"] = "write"
+        if changed:
+            session.execute(update(User).where(User.id == user["id"]).values(**changed, updated_at=now))
         key, api_key = add_key(session, user["id"], now, scope, label, expires_at, created_by)
-    if role_changed:
-        forget_keys()  # this process's lookups of the wallet's other keys carry the old role
-        key_log.info("user %s is now %s, by %s", wallet, role, created_by,
-                     extra={"wallet": wallet, "role": role, "acting_wallet": created_by})
+    if changed:
+        forget_keys()  # this process's lookups of the wallet's other keys carry its old role and grant
+        now_is = ", ".join(f"{name} {value}" for name, value in changed.items())
+        key_log.info("user %s is now %s, by %s", wallet, now_is, created_by,
+                     extra={"wallet": wallet, **changed, "acting_wallet": created_by})
     key_log.info("key %s issued for %s by %s", api_key.id, wallet, created_by,
                  extra={"key_id": api_key.id, "wallet": wallet, "acting_wallet": created_by, "scope": scope})
     return key, api_key
@@ -218,8 +222,7 @@ def add_key(session, user_id, now, scope="write", label=None, expires_at=None, c
 
 
 def is_key_id(value):
-    """Whether `value` has the form of a key id (a UUID): no stored key has another, and PostgreSQL
-    refuses some strings (NUL) outright."""
+    """Whether `value` is a key id's form (a UUID): no stored key has another; PostgreSQL refuses some (NUL)."""
     try:
         return str(uuid.UUID(value)) == value
     except (TypeError, ValueError):
@@ -300,6 +303,7 @@ def _refuse_dead_key(api_key, now):
 # --- reading keys --------------------------------------------------------------------------------------
 
 _KEY_COLUMNS = ("id", "scope", "label", "created_at", "expires_at", "last_used_at", "revoked_at", "created_by")
+_USER = ("wallet", "role", "grant")
 
 
 def all_keys():
@@ -310,8 +314,8 @@ def all_keys():
 
 
 def key_record(api_key, user):
-    """An ApiKey and its user as the Key schema dumps them; never the secret, nor its hash."""
-    return {**{name: getattr(api_key, name) for name in _KEY_COLUMNS}, "wallet": user.wallet, "role": user.role}
+    """An ApiKey and its user as the Key schema dumps them (and its user's grant); never the secret, nor its hash."""
+    return {**{name: getattr(api_key, name) for name in _KEY_COLUMNS}, **{name: getattr(user, name) for name in _USER}}
 
 
 def issued_record(key, api_key):
@@ -327,8 +331,7 @@ def me(caller):
     return {"user": user, "key": key_record(api_key, user)}
 
 
-def get_key(key_id):
-    """The key with this id, as key_record makes it; KeyNotFound if none."""
+def get_key(key_id):  # as key_record makes it; KeyNotFound if none
     return key_record(*_key_and_user(key_id))
 
 
@@ -382,15 +385,14 @@ def list_keys(args):
     }
 
 
-def _serializer():
-    """Signs cursors with the service's shared secret (the one the identity listing's cursors use), salted apart."""
+def _serializer():  # cursors signed with the identity listing's shared secret, salted apart
     cache = current_app.extensions.setdefault("identity.keyring", {})
     if "serializer" not in cache:
         cache["serializer"] = URLSafeSerializer(cursor_secret(), salt=CURSOR_SALT)
     return cache["serializer"]
 
 
-def _decode(token):
+def _decode(token):  # a cursor's listing and position
     try:
         wallet, active, limit, page, created_at, key_id = _serializer().loads(token)
         return wallet, active, int(limit), int(page), (datetime.fromisoformat(created_at), str(key_id))

@@ -53,6 +53,10 @@ NOT_ADMIN = (
     "an Admin (an Admin issues one on the Keys page, with POST /keys, or with "
     "`flask --app app keys create --wallet ADDRESS --role Admin`)."
 )
+# What admit answers for an Admin wallet granted read only that asked for a write session, and what it may ask.
+GRANTED_READ = "granted read"
+READ_ONLY_SESSION = ('tick "Read-only" on the sign-in page and sign again. An Admin widens the grant by issuing the '
+                     "wallet a write key (on the Keys page, POST /keys, or `flask keys create --scope write`).")
 NOT_ADMIN_WALLET = (
     "The wallet {wallet} {is_what}: the console is for Admins, so no session was opened. To make it an Admin's, "
     "an Admin issues it a key of role Admin (on the Keys page, with POST /keys, or with "
@@ -100,9 +104,10 @@ def open_wallet_session(text, signature, scope="write"):
     /auth/siwe checks them (identity.core.signin, the nonce spent alike). Returns (token, Session), the session
     holding a key of `scope` issued for it in the transaction that spends the nonce.
 
-    Raises InvalidMessage or SigninRefused as a sign-in does, and SignInRefused (admin_only) when every check
-    passed but the wallet is not an Admin's: then nothing is issued, the nonce is spent all the same, and an
-    unknown wallet stays unknown (it does not become a User, as it would through POST /auth/siwe).
+    Raises InvalidMessage or SigninRefused as a sign-in does, SignInRefused (admin_only) when every check passed
+    but the wallet is not an Admin's, and BeyondGrant when it is but asks for `write` and is granted read only
+    (users.grant): then nothing is issued, the nonce is spent all the same, and an unknown wallet stays unknown
+    (it does not become a User, as it would through POST /auth/siwe).
     """
     token = secrets.token_urlsafe(32)
 
@@ -110,6 +115,8 @@ def open_wallet_session(text, signature, scope="write"):
         user = find_user(db_session, message.address)
         if user is None or user["role"] != "Admin":
             return None, user and user["role"]
+        if signin.granted_scope(user, scope) is None:
+            return None, GRANTED_READ
         signin.record_login(db_session, user, now)
         expires_at = min(expires_at, now + timedelta(seconds=SESSION_SECONDS))
         _, api_key = add_key(db_session, user["id"], now, scope, CONSOLE_LABEL, expires_at, created_by=signin.SIWE)
@@ -120,6 +127,8 @@ def open_wallet_session(text, signature, scope="write"):
 
     # admit runs whenever checked_sign_in returns: every check passed.
     message, (session, role) = signin.checked_sign_in(text, signature, admit)
+    if role == GRANTED_READ:
+        raise signin.beyond_grant(message, READ_ONLY_SESSION)
     if session is None:
         is_what = "is not known to this service" if role is None else f"is a {role}'s"
         log.info("console sign-in refused to the wallet %s (%s)", message.address, is_what,

@@ -37,6 +37,7 @@ from .keys import (
     KeyRotateSchema,
     KeySchema,
     MeSchema,
+    UserGrantSchema,
     UserWithCountSchema,
 )
 from .mirrors import MirrorCreateSchema, MirrorListSchema, MirrorPatchSchema, MirrorSchema
@@ -110,6 +111,7 @@ __all__ = [
     "StatusSchema",
     "TypedDataSchema",
     "UserSchema",
+    "UserGrantSchema",
     "UserWithCountSchema",
     "WebhookCreateSchema",
     "WebhookCreatedSchema",

@@ -1,4 +1,4 @@
-"""The database tables: users, their API keys, identities, their change log, webhooks, and sign-in nonces."""
+"""The database tables: users, their API keys, identities, their change log, webhooks, and spent sign-in nonces."""
 
 import uuid
 from datetime import UTC, datetime
@@ -86,6 +86,9 @@ class User(db.Model):
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     wallet: Mapped[str] = mapped_column(String(42), unique=True)
     role: Mapped[str] = mapped_column(String(16), default="User")
+    # What a sign-in with Ethereum may issue the wallet at most (identity.core.signin): `write`, or `read` for a
+    # wallet that came into being with a read key or that an Admin narrowed; a write key issued to it widens it.
+    grant: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_login: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
@@ -274,12 +277,13 @@ class ConsoleSession(db.Model):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
-class SigninNonce(db.Model):
-    """A nonce issued for a sign-in with Ethereum, until a sign-in spends it or it expires (identity.core.signin)."""
+class SpentNonce(db.Model):
+    """A sign-in nonce that a sign-in has spent, kept until it expires (identity.core.nonces): issuing one stores
+    nothing, so this is the one record of a nonce, and its primary key is what makes it single use."""
 
-    __tablename__ = "signin_nonces"
+    __tablename__ = "signin_spent_nonces"
 
-    nonce: Mapped[str] = mapped_column(String(32), primary_key=True)
+    nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 

@@ -130,7 +130,7 @@ STATUSES = {
     errors.PreconditionFailed: 412,
     errors.InvalidFields: 422,
     errors.TooManyStreams: 429,
-    errors.TooManyNonces: 503,
+    errors.BeyondGrant: 403,
     errors.InvalidParameters: 400,
     errors.ServiceError: 400,
 }
@@ -157,10 +157,6 @@ def handle_signin_refused(error):
     """401 needs a challenge (RFC 9110): the scheme this route answers, for the domain a message must name."""
     realm = current_app.config.get("IDENTITY_SIWE_DOMAIN") or ""
     return problem(401, error.detail, headers={"WWW-Authenticate": f'SIWE realm="{realm}"'}, **error.extra)
-
-
-def handle_too_many_nonces(error):
-    return problem(503, error.detail, headers={"Retry-After": str(error.retry_after)}, **error.extra)
 
 
 def handle_not_ready(error):
@@ -192,7 +188,6 @@ def register_error_handlers(app):
     app.register_error_handler(IdentityExists, handle_identity_exists)
     app.register_error_handler(IdentityNotFound, handle_identity_not_found)
     app.register_error_handler(errors.SigninRefused, handle_signin_refused)
-    app.register_error_handler(errors.TooManyNonces, handle_too_many_nonces)
     # A lost connection, a locked or unreachable database: the request may be retried as it is.
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(InterfaceError, handle_database_unavailable)

@@ -51,9 +51,10 @@ CONTRACT_STATUSES = {
     ("/keys/{key_id}/rotate", "post"): {201, 400, 401, 403, 404, 409, 413, 415, 422, 429, 503},
     ("/keys/{key_id}", "delete"): {204, 401, 403, 404, 429, 503},
     ("/users/{wallet}", "get"): {200, 401, 404, 429, 503},
+    ("/users/{wallet}", "patch"): {200, 400, 401, 403, 404, 413, 415, 422, 429, 503},
     ("/identity/preview", "post"): {200, 400, 401, 403, 413, 415, 422, 429, 503},
     ("/auth/nonce", "get"): {200, 404, 429, 503},
-    ("/auth/siwe", "post"): {201, 400, 401, 404, 413, 415, 422, 429, 503},
+    ("/auth/siwe", "post"): {201, 400, 401, 403, 404, 413, 415, 422, 429, 503},
 }
 BIGINT_FIELDS = (
     "vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value",

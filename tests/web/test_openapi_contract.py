@@ -29,6 +29,7 @@ OPERATION_IDS = {
     ("/keys/{key_id}/rotate", "post"): "rotateKey",
     ("/keys/{key_id}", "delete"): "revokeKey",
     ("/users/{wallet}", "get"): "getUser",
+    ("/users/{wallet}", "patch"): "setUserGrant",
     ("/webhooks", "post"): "createWebhook",
     ("/webhooks", "get"): "listWebhooks",
     ("/webhooks/{webhook_id}", "get"): "getWebhook",

@@ -18,8 +18,8 @@ from . import bp
 log = logging.getLogger(__name__)
 
 # The core's refusals that mean "no such thing": answered 404, as the API answers them.
-NOT_FOUND = (errors.IdentityNotFound, errors.KeyNotFound, errors.WebhookNotFound, errors.UserNotFound,
-             errors.SigninOff)
+NOT_FOUND = (errors.IdentityNotFound, errors.KeyNotFound, errors.WebhookNotFound, errors.MirrorNotFound,
+             errors.UserNotFound, errors.SigninOff)
 PROBLEM_MIMETYPE = "application/problem+json"
 
 

@@ -59,7 +59,8 @@ blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_
 NOT_MODIFIED = {"description": "If-None-Match named the current ETag; no body.", "headers": ETAG_HEADERS}
 CREATE_REFUSED = {
     "description": "Invalid or unknown fields, a body that is not an object, or a signature that is not the "
-    "creator's; errors names each field.",
+    "creator's, or that no wallet can have made though it fits the pattern (its r or s 0 or out of secp256k1's "
+    "range, its v not 27 or 28); errors names each field.",
     "example": problem_body(422, "Invalid fields: display_name, nickname.", errors={
         "display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]}),
 }

@@ -20,7 +20,7 @@ from tests.wallets import address_of, private_key, sign_typed_data
 CREATOR_PRIVATE_KEY = private_key("console creator")
 CREATOR = address_of(CREATOR_PRIVATE_KEY)
 
-PAGES = ("/admin/identities", "/admin/keys", "/admin/webhooks", "/admin/changes", "/admin/status")
+PAGES = ("/admin/identities", "/admin/keys", "/admin/webhooks", "/admin/mirrors", "/admin/changes", "/admin/status")
 
 
 def names_listed(page):
@@ -267,6 +267,8 @@ def test_odd_input_anywhere_is_a_page_that_says_what_is_wrong_never_a_failure(co
         console.post("/admin/keys", {"wallet": safe, "role": safe, "scope": safe, "label": safe, "expires_in": safe},
                      token=token),
         console.post("/admin/webhooks", {"url": safe, "description": safe}, token=token),
+        console.post("/admin/mirrors", {"url": safe, "key": safe, "name": safe}, token=token),
+        console.post("/admin/mirrors/" + safe.replace("/", "%2F") + "/key", {"key": safe}, token=token),
         console.post(f"/admin/identities/{identity_id}/status", {"status": safe, "etag": safe}, token=token),
         console.post(f"/admin/identities/{identity_id}/status", {"status": "removed", "etag": safe}, token=token),
         console.post("/admin/identities/" + safe.replace("/", "%2F") + "/status", {"status": "removed"}, token=token),

@@ -210,6 +210,25 @@ def test_every_error_response_has_a_problem_example_of_its_own_status(document):
                 assert example["status"] == int(code)
 
 
+# A signature that fits the document's pattern but that no wallet can have made: r is 0.
+R_ZERO = "0x" + "00" * 32 + "11" * 32 + "1b"
+
+
+@pytest.mark.parametrize("path", ["/identity/preview", "/identity"])
+def test_a_signature_whose_r_is_0_gets_the_422_its_operation_documents(client, admin_key, document, path):
+    answer = client.post(path, json={"display_name": "Signed?", "signature": R_ZERO}, headers={"x-api-key": admin_key})
+    assert answer.status_code == 422 and answer.mimetype == PROBLEM
+    assert list(answer.get_json()["errors"]) == ["signature"] and "r is 0" in answer.get_json()["errors"]["signature"][0]
+    operation = document["paths"][path]["post"]
+    documented = operation["responses"]["422"]
+    assert "signature" in documented["description"] and "no wallet" in documented["description"]
+    assert validator(document, "Problem").is_valid(answer.get_json())
+    # The request itself is one the document calls valid: a body that fits the operation's schema.
+    body_schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    fits = jsonschema_rs.validator_for({**body_schema, "components": document["components"]})
+    assert fits.is_valid({"display_name": "Signed?", "signature": R_ZERO})
+
+
 def test_example_request_is_accepted_by_the_service(client, admin_key, document):
     example = document["paths"]["/identity"]["post"]["requestBody"]["content"]["application/json"]["example"]
     response = client.post("/identity", json=example, headers={"x-api-key": admin_key})

@@ -87,7 +87,8 @@ def test_what_does_not_verify_is_counted_logged_and_not_stored(app, mirror, lie,
     assert set(identities(app)) == {doc(1)["identity_id"], doc(3)["identity_id"]}
     assert state(app, mirror).rejected == 1
     [line] = [record for record in caplog.records if "rejected" in record.getMessage()]
-    assert line.seq == 2 and line.reason and "upstream entry 2 rejected" in line.getMessage()
+    assert line.rejected == 1 and [reason["seq"] for reason in line.reasons] == [2]
+    assert "1 upstream entries rejected: entry 2: " in line.getMessage()
 
 
 def test_a_signed_identity_whose_signature_is_its_creators_is_stored(app, mirror):

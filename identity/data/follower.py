@@ -87,14 +87,14 @@ class Reads:
             return True
 
     def get(self, timeout):
-        """The oldest item, waiting up to `timeout` seconds for one (None if none came)."""
+        """The oldest (item, size), waiting up to `timeout` seconds for one (None if none came)."""
         with self.changed:
             if timeout and not self.changed.wait_for(lambda: self.items, timeout) or not self.items:
                 return None
             item, size = self.items.popleft()
             self.held -= size
             self.changed.notify_all()
-            return item
+            return item, size
 
 
 class MirrorRun:
@@ -149,18 +149,19 @@ class MirrorRun:
             reader.join(2.0)
 
     def take(self):
-        """What the reader found: wait up to LOOK_SECONDS for it, then take all that waits, up to a batch.
-        Returns (entries, the upstream's head if it told, an UpstreamError if the reading failed, whether
-        anything came)."""
-        entries, head, error = [], None, None
+        """What the reader found: wait up to LOOK_SECONDS for it, then take all that waits, up to a batch (BATCH
+        entries, or QUEUED_BYTES). Returns (entries, the upstream's head if it told, an UpstreamError if the
+        reading failed, whether anything came)."""
+        entries, head, error, taken = [], None, None, 0
         item = self.reads.get(LOOK_SECONDS)
         if item is None:
             return entries, head, error, False
         while True:
-            found, told, error = item
+            (found, told, error), size = item
             entries.extend(found)
+            taken += size
             head = told if head is None or (told is not None and told > head) else head
-            if error is not None or len(entries) >= BATCH:
+            if error is not None or len(entries) >= BATCH or taken >= QUEUED_BYTES:
                 return entries, head, error, True
             item = self.reads.get(0)
             if item is None:

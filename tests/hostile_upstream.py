@@ -105,12 +105,17 @@ class HostileUpstream:
             yield chunk
 
     def _page(self):
-        """{"data": [page_entries entries]}: a thousand made once, sent again and again."""
+        """{"data": [page_entries entries]}, made as it is sent: small entries a thousand at a time (made once,
+        sent again and again), large ones one at a time (the same bytes each time)."""
         pad = "p" * max(0, self.entry_bytes - 40)
-        thousand = ",".join(json.dumps({"seq": n, "pad": pad}) for n in range(1, 1001)).encode()
-        yield b'{"data": [' + thousand
-        for _ in range(self.page_entries // 1000 - 1):
-            yield b"," + thousand
+        if self.entry_bytes < 64 * 1024:
+            group = ",".join(json.dumps({"seq": n, "pad": pad}) for n in range(1, 1001)).encode()
+            count = self.page_entries // 1000
+        else:
+            group, count = json.dumps({"seq": 1, "pad": pad}).encode(), self.page_entries
+        yield b'{"data": [' + group
+        for _ in range(count - 1):
+            yield b"," + group
         yield b'], "next_after": 1}'
 
     def _send(self, handler, status, content_type, chunks, length, headers=None):

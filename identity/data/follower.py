@@ -128,11 +128,11 @@ class MirrorRun:
         looked = time.monotonic()
         try:
             while self.wanted():
-                entries, head, error, answered = self.take()
+                entries, head, error, alive = self.take()
                 if entries or (head is not None and head != self.head):
                     if not self.apply_until_done(entries, head):
                         return
-                elif answered and error is None and self.failing:
+                elif alive and error is None and self.failing:
                     self.recovered()
                 if error is not None:
                     self.failed(error)
@@ -151,21 +151,22 @@ class MirrorRun:
     def take(self):
         """What the reader found: wait up to LOOK_SECONDS for it, then take all that waits, up to a batch (BATCH
         entries, or QUEUED_BYTES). Returns (entries, the upstream's head if it told, an UpstreamError if the
-        reading failed, whether anything came)."""
-        entries, head, error, taken = [], None, None, 0
+        reading failed, whether the upstream showed itself alive: entries, a heartbeat, a whole page)."""
+        entries, head, error, alive, taken = [], None, None, False, 0
         item = self.reads.get(LOOK_SECONDS)
         if item is None:
-            return entries, head, error, False
+            return entries, head, error, alive
         while True:
-            (found, told, error), size = item
+            (found, told, error, lively), size = item
             entries.extend(found)
             taken += size
+            alive = alive or lively
             head = told if head is None or (told is not None and told > head) else head
             if error is not None or len(entries) >= BATCH or taken >= QUEUED_BYTES:
-                return entries, head, error, True
+                return entries, head, error, alive
             item = self.reads.get(0)
             if item is None:
-                return entries, head, error, True
+                return entries, head, error, alive
 
     def apply_until_done(self, entries, head):
         """Apply a batch, again and again with back-off while the database's state makes it fail (the
@@ -198,8 +199,9 @@ class MirrorRun:
         done = mirror_batches.apply(self.id, self.name, entries, self.position, head)
         if done is None:
             return False
+        if done.position != self.position:  # entries handled: updated_at is this run's, no change to wake for
+            self.seen, self.failing = None, False
         self.position, self.head = done.position, max(head, done.position)
-        self.seen, self.failing = None, False  # its updated_at is this run's: no change of the row to wake for
         if done.rejected or entries:
             log.debug("mirror %s: at %s of %s", self.name, self.position, self.head,
                       extra={"mirror": self.name, "applied": done.applied, "already_present": done.already_present,
@@ -233,7 +235,7 @@ class MirrorRun:
                         extra={"mirror": self.name})
 
     def recovered(self):
-        """The upstream answered after an error: the last error is past (updated_at after it)."""
+        """The upstream is alive again after an error: the last error is past (updated_at after it)."""
         try:
             with write_transaction() as session:
                 session.execute(update(_MIRRORS).where(_MIRRORS.c.id == self.id, _MIRRORS.c.last_error_at.is_not(None))
@@ -272,14 +274,16 @@ class MirrorRun:
                 if time.monotonic() < longpoll_until:
                     asked, brought = time.monotonic(), False
                     for entries, head in self.upstream.longpoll(after):
-                        after, alive = self.put(entries, head, after), True
+                        after = self.put(entries, head, after, bool(entries))
                         brought = brought or bool(entries)
+                    alive = True
+                    self.hand(([], None, None, True), ENTRY_BYTES)  # a whole page: the upstream answers
                     if not brought and time.monotonic() - asked < RETRY_MIN_SECONDS:
                         self.stopped.wait(RETRY_MIN_SECONDS)  # an upstream that does not wait: not asked at once again
                 else:
                     for entries, head, beats in self.upstream.events(after):
                         started = True
-                        after = self.put(entries, head, after)
+                        after = self.put(entries, head, after, bool(entries) or beats > 0)
                         alive = alive or bool(entries) or beats > 0
                         if self.stopped.is_set():
                             return
@@ -303,7 +307,7 @@ class MirrorRun:
                 if not alive:  # ended before it brought anything: not at once again
                     self.stopped.wait(RETRY_MIN_SECONDS)
                 continue
-            self.hand(([], None, error), ENTRY_BYTES)
+            self.hand(([], None, error, False), ENTRY_BYTES)
             if error.refused:
                 return
             attempt += 1
@@ -311,10 +315,11 @@ class MirrorRun:
             if self.wake.wait(max(retry_wait(attempt, self.longest), error.retry_after or 0.0)):
                 attempt = 0  # the mirror was changed (a new key, resumed): tried again at once
 
-    def put(self, entries, head, after):
-        """Queue what a read brought (an answer's start, with the head, counts too); returns the largest seq
-        seen. Entries out of order are queued as they came: the applier rejects and counts them."""
-        self.hand((entries, head, None), ENTRY_BYTES + sum(len(data) + ENTRY_BYTES for _, data in entries))
+    def put(self, entries, head, after, alive):
+        """Queue what a read brought (an answer's start, with the head, counts too; `alive` when it shows the
+        upstream alive); returns the largest seq seen. Entries out of order are queued as they came: the
+        applier rejects and counts them."""
+        self.hand((entries, head, None, alive), ENTRY_BYTES + sum(len(data) + ENTRY_BYTES for _, data in entries))
         return max([after, *(seq for seq, _ in entries)])
 
     def hand(self, item, size):

@@ -208,7 +208,9 @@ def _write(mirror_id, checked, position, last, head):
             session.execute(_FROM_MIRROR, {"identity_ids": sorted(checked.changes), "mirror_id": mirror_id}).all()
         _store(session, mirror_id, checked, done)
         _change(session, mirror_id, checked, done)
-        values = {"position": last, "upstream_head": max(head, last), "updated_at": utcnow()}
+        values = {"position": last, "upstream_head": max(head, last)}
+        if last != position:  # entries handled: a change of the mirror's row (and a past last_error, if any)
+            values["updated_at"] = utcnow()
         if checked.last_at is not None:
             values["position_at"] = checked.last_at
         session.execute(

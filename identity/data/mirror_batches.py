@@ -153,8 +153,9 @@ def _apply(mirror_id, rejections, entries, position, head):
         raise
     except Exception as error:  # noqa: BLE001 - a value the database refuses: found by halves, and rejected
         return _refused(mirror_id, rejections, entries, position, head, error)
-    rejections.count += checked.rejections.count
-    rejections.first = (rejections.first + checked.rejections.first)[:REJECTIONS_LOGGED]
+    if done is not None:  # what it rejected is written: counted in the batch's log line
+        rejections.count += checked.rejections.count
+        rejections.first = (rejections.first + checked.rejections.first)[:REJECTIONS_LOGGED]
     return done
 
 
@@ -229,7 +230,8 @@ def _check(checked, entry):
     kind, doc = entry.get("kind"), entry.get("doc")
     at = _timestamp(entry.get("at"))
     if at is None or not isinstance(entry.get("identity_id"), str):
-        return checked.reject(entry, "not the contract's shape: an entry needs an identity_id and an RFC 3339 `at`")
+        return checked.reject(entry, "not the contract's shape: an entry needs an identity_id and an RFC 3339 `at` "
+                              "(years 1 to 9999 once in UTC)")
     checked.last_at = at
     if kind not in ("created", "changed"):
         return checked.reject(entry, f"kind {_text(kind)} is neither created nor changed")

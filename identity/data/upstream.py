@@ -19,9 +19,9 @@ HEARTBEAT_MS = 10_000
 LONGPOLL_MS = 30_000
 CONNECT_SECONDS = 10.0
 # What is read of a problem's body; the most one long-poll page may hold (a page of 1,000 identities is
-# about 1.5 MB, 1,000 of the largest a create allows about 40 MB); the most one entry may hold, whether an
-# event of the stream (all its lines) or an entry of a page (a large identity is about 40 KB). Past any of
-# them the answer is an UpstreamError, read no further: an upstream cannot make a mirror hold more.
+# about 1.5 MB); the most one entry may hold, whether an event of the stream (all its lines) or an entry of
+# a page (the largest identity a create allows is well under it). Past any of them the answer is an
+# UpstreamError, read no further: an upstream cannot make a mirror hold more.
 MAX_PROBLEM_BYTES = 64 * 1024
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 MAX_EVENT_BYTES = 1024 * 1024

@@ -163,7 +163,7 @@ def test_a_paused_mirror_applies_nothing(app, mirror):
     assert identities(app) == {}
 
 
-def test_entries_given_again_are_skipped(app, mirror):
+def test_entries_given_again_are_rejected_as_out_of_order_and_skipped(app, mirror):
     apply(app, mirror, [entry(1, doc(1)), entry(2, doc(2))])
     done = apply(app, mirror, [entry(1, doc(1)), entry(2, doc(2)), entry(3, doc(3))], position=2)
-    assert (done.position, done.applied, done.already_present) == (3, 1, 0)
+    assert (done.position, done.applied, done.already_present, done.rejected) == (3, 1, 0, 2)

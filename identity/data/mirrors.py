@@ -20,7 +20,6 @@ from ..storage.models import Mirror, utcnow
 log = logging.getLogger(__name__)
 
 
-
 def default_name(url):
     """A mirror's name when none is given: its upstream's host and port, and path if any."""
     parts = urlsplit(url)
@@ -103,6 +102,14 @@ def lag(mirror, now=None):
     return entries, round(max(0.0, ((now or utcnow()) - mirror.position_at).total_seconds()), 3)
 
 
+def failing(mirror):
+    """Whether the mirror's last_error is its present state: nothing has changed its row since (updated_at is
+    not later). A batch applied, an answer of the upstream after the error (identity.data.follower), or an
+    operator's change (a new key, a pause or a resume, after which the follower tries again at once) makes
+    it past; a new failure makes it present again."""
+    return mirror.last_error is not None and mirror.last_error_at is not None and mirror.last_error_at >= mirror.updated_at
+
+
 # What a mirror shows of its row: everything but the upstream's key.
 SHOWN = ("id", "name", "url", "active", "position", "upstream_head", "applied", "already_present", "rejected",
          "last_error", "last_error_at", "created_at", "updated_at")
@@ -111,4 +118,5 @@ SHOWN = ("id", "name", "url", "active", "position", "upstream_head", "applied", 
 def state(mirror):
     """The mirror as GET /mirrors/<id> shows it (schemas.MirrorSchema): its row but the key, and its lag."""
     lag_entries, lag_seconds = lag(mirror)
-    return {**{name: getattr(mirror, name) for name in SHOWN}, "lag_entries": lag_entries, "lag_seconds": lag_seconds}
+    return {**{name: getattr(mirror, name) for name in SHOWN}, "lag_entries": lag_entries, "lag_seconds": lag_seconds,
+            "failing": failing(mirror)}

@@ -119,6 +119,7 @@ MIRROR_EXAMPLE = {
     "rejected": 3,
     "last_error": None,
     "last_error_at": None,
+    "failing": False,
     "created_at": "2026-11-21T09:30:00.123456Z",
     "updated_at": "2026-11-21T09:30:00.123456Z",
 }

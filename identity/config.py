@@ -156,7 +156,9 @@ def settings_from_env(environ=None):
         "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
         # SQLite page cache of `identities import`: a large import inserts into many indexes at random places.
         "IDENTITY_IMPORT_CACHE_MB": _positive(environ, "IDENTITY_IMPORT_CACHE_MB", 32),
-        "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
+        # How often each process writes the keys' uses it noted, and the least time between two writes of
+        # one key's last_used_at (identity.core.key_use).
+        "IDENTITY_KEY_USE_INTERVAL": _positive(environ, "IDENTITY_KEY_USE_INTERVAL", 60),
         # How long a worker trusts its last lookup of a key: the bound on a revocation made elsewhere.
         "IDENTITY_KEY_CACHE_SECONDS": _int(environ, "IDENTITY_KEY_CACHE_SECONDS", 5),
         # Per API key; see identity/limits.py for what counts and how.
@@ -165,7 +167,8 @@ def settings_from_env(environ=None):
         # memory:// counts on this machine, shared by one gunicorn server's workers (identity/shared_counts.py);
         # redis://... shares counts between nodes.
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
-        # Streams and long polls of GET /changes that one API key may hold open at once, per process.
+        # Streams and long polls of GET /changes that one API key may hold open at once: the cap is
+        # docs/curation-and-feed.md's "Bounded per key".
         "IDENTITY_MAX_STREAMS_PER_KEY": _int(environ, "IDENTITY_MAX_STREAMS_PER_KEY", 10),
         # Sign-in with Ethereum (identity.core.signin): off until the domain is set; the URI a nonce's answer
         # suggests (None: https:// and the domain); nonces' life and live cap; chains (None: any); keys' longest term.

@@ -115,3 +115,22 @@ def test_a_key_revoked_in_this_process_stops_working_at_once(app, client, user_k
     with app.app_context():
         keys.revoke_key(wallet=USER_WALLET)
     refusal(call(client, "GET", "/identity/x", user_key))
+
+
+def test_a_full_key_cache_drops_its_least_recently_used_lookup_not_all(database_url, monkeypatch):
+    from tests.conftest import ADMIN_WALLET, OTHER_WALLET, make_app
+
+    monkeypatch.setattr(keys, "MAX_CACHED_KEYS", 2)
+    app = make_app(database_url)
+    try:
+        with app.app_context():
+            issued = [keys.issue_key(wallet)[0] for wallet in (USER_WALLET, OTHER_WALLET, ADMIN_WALLET)]
+        client = app.test_client()
+        for key in (issued[0], issued[1], issued[0], issued[2]):  # the second is then the least recently used
+            assert client.get("/identity/x", headers={"x-api-key": key}).status_code == 404
+        cached = app.extensions[keys.CACHE].lookups
+        assert len(cached) == 2
+        assert set(cached) == {keys.hash_api_key(issued[0]), keys.hash_api_key(issued[2])}
+    finally:
+        with app.app_context():
+            db.engine.dispose()

@@ -169,16 +169,19 @@ def settings_from_env(environ=None):
         "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
         # SQLite page cache of `identities import`: a large import inserts into many indexes at random places.
         "IDENTITY_IMPORT_CACHE_MB": _positive(environ, "IDENTITY_IMPORT_CACHE_MB", 32),
-        "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
+        # How often each process writes the keys' uses it noted, and the least time between two writes of
+        # one key's last_used_at (identity.core.key_use).
+        "IDENTITY_KEY_USE_INTERVAL": _positive(environ, "IDENTITY_KEY_USE_INTERVAL", 60),
         # How long a worker trusts its last lookup of a key: the bound on a revocation made elsewhere.
         "IDENTITY_KEY_CACHE_SECONDS": _int(environ, "IDENTITY_KEY_CACHE_SECONDS", 5),
-        # Per API key; see identity/limits.py for what counts and how.
+        # Per API key; see identity/web/limits.py for what counts and how.
         "IDENTITY_RATELIMIT_READ": _rate_limit(environ, "IDENTITY_RATELIMIT_READ", "120/minute"),
         "IDENTITY_RATELIMIT_CREATE": _rate_limit(environ, "IDENTITY_RATELIMIT_CREATE", "30/minute"),
-        # memory:// counts on this machine, shared by one gunicorn server's workers (identity/shared_counts.py);
+        # memory:// counts on this machine, shared by one gunicorn server's workers (identity/web/shared_counts.py);
         # redis://... shares counts between nodes.
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
-        # Streams and long polls of GET /changes that one API key may hold open at once, per process.
+        # Streams and long polls of GET /changes that one API key may hold open at once: the cap is
+        # docs/curation-and-feed.md's "Bounded per key".
         "IDENTITY_MAX_STREAMS_PER_KEY": _int(environ, "IDENTITY_MAX_STREAMS_PER_KEY", 10),
         # Sign-in with Ethereum (identity.core.signin): off until the domain is set; the URI a nonce's answer
         # suggests (None: https:// and the domain); nonces' life and live cap; chains (None: any); keys' longest term.
@@ -233,7 +236,7 @@ def settings_from_env(environ=None):
         "OPENAPI_URL_PREFIX": "/",
         "OPENAPI_JSON_PATH": "openapi.json",
         "OPENAPI_SWAGGER_UI_PATH": "docs",
-        # Served by identity.web.docs from an installed package, never a CDN: /docs works offline.
+        # Served by identity.web.openapi from an installed package, never a CDN: /docs works offline.
         "OPENAPI_SWAGGER_UI_URL": "/docs/assets/",
         # No call to the public validator service from the page.
         "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None, "deepLinking": True},
@@ -262,9 +265,8 @@ def engine_options(config):
         # connections could run out, and waits are bounded by the busy timeout (see tune_sqlite).
         # The connection used last is the next one handed out: its page cache is the likeliest to be
         # still valid (SQLite drops a connection's cache when another connection has written since its
-        # last transaction), where a queue would hand out the one idle the longest. Under 2 sync
-        # workers' creates: 85 pages read from the file per create, against 96 (plain Flask's one
-        # connection: 82).
+        # last transaction), where a queue would hand out the one idle the longest (the pages it
+        # spares: docs/performance.md, "Figures behind the code's choices").
         return {**pool, "max_overflow": -1, "pool_use_lifo": True}
     return {
         **pool,

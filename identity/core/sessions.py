@@ -26,7 +26,7 @@ from ..storage.database import one_statement, write_transaction
 from ..storage.models import ApiKey, ConsoleSession, User, utcnow
 from . import signin
 from .errors import ServiceError
-from .keys import Caller, add_key, caller_of, key_log, live
+from .keys import Caller, add_key, caller_of, forget_keys, key_log, live
 from .users import USER_COLUMNS, find_user
 
 SESSION_SECONDS = 12 * 3600
@@ -94,7 +94,9 @@ def open_session(key):
     token, now = secrets.token_urlsafe(32), utcnow()
     session = Session(_digest(token), caller, secrets.token_urlsafe(32), now + timedelta(seconds=SESSION_SECONDS))
     with write_transaction() as db_session:
+        signin.record_login(db_session, dict(caller.user), now)
         _store(db_session, session, now)
+    forget_keys()  # this process's lookups carry the user's last_login before this sign-in
     _log_sign_in(session, "key")
     return token, session
 

@@ -76,7 +76,7 @@ def export_line(row):
 
     The Identity object as schemas.IdentitySchema writes it for an Admin (same keys, order and value
     forms), with the creator as its wallet; written here directly because a schema's dump of 22
-    fields would cost most of an export's time. tests/data/test_exports.py compares both.
+    fields would cost most of an export's time. tests/data/test_portable.py compares both.
     """
     values = list(row)
     values[_CREATED_AT] = _timestamp(values[_CREATED_AT])

@@ -1,6 +1,6 @@
 """Identities: create, read, change (an Admin's curation), browse and search."""
 
-from flask import current_app
+import orjson
 from marshmallow import RAISE, Schema, ValidationError, fields, pre_load, validate, validates_schema
 from werkzeug.http import generate_etag
 
@@ -295,10 +295,17 @@ identity_patch_schema = IdentityPatchSchema()
 
 
 
-def identity_etag(identity):
-    """The ETag of `identity` (a mapping, as identities.get_identity's) as GET serves it: the hash of the
-    very body. The API's If-Match and the console's Take down and Restore compare it."""
-    return generate_etag(current_app.json.dumps(identity_schema.dump(identity)).encode())
+def identity_body(identity):
+    """The JSON body of `identity` (a record as identities.identity_record makes it, or an object with its
+    attributes) as GET and PATCH /identity/<id> serve it, and its ETag: (bytes, the unquoted tag).
+
+    The one place an identity's ETag is made: a hash of the exact body (werkzeug's generate_etag), since
+    the body embeds its creator, so a tag of the content alone would vouch for a body that is no longer
+    the one served. GET's If-None-Match, PATCH's If-Match and the console's Take down and Restore
+    compare it. The bytes are orjson's, as the app's JSON provider writes them.
+    """
+    body = orjson.dumps(identity_schema.dump(identity))
+    return body, generate_etag(body)
 
 
 # Build check_normalizable's pattern now, with the app, rather than in the first request that needs it.

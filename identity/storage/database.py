@@ -200,8 +200,8 @@ def wait_for_the_write_lock(take, deadline):
     SQLite's own wait (its busy handler) sleeps inside the C call in steps of 1 to 100 ms, so a lock freed
     after a fraction of a millisecond, as a create's is, is seen only when the sleep ends: the writer and
     its core idle meanwhile. Asked without a wait and paused here, a writer takes the lock within
-    LOCK_PAUSES[1] of its release. Under 2 sync workers, creates went from 0.73 to 0.94 of plain Flask's
-    rate (bench/run.py's POST, three alternating rounds each). Under gevent's worker, whose greenlets
+    LOCK_PAUSES[1] of its release (the measured gain: docs/performance.md, "Where a request's time goes").
+    Under gevent's worker, whose greenlets
     share the thread, the sleep in C would also stop every other request of the worker; time.sleep,
     which gevent makes cooperative, serves them meanwhile.
     """

@@ -112,7 +112,7 @@ class ApiKey(db.Model):
     scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
     label: Mapped[str | None] = mapped_column(String(128), nullable=True)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    # Written at most once an IDENTITY_LAST_LOGIN_INTERVAL, with the user's last_login (identity.web.auth).
+    # Written off the requests' path, at most once an IDENTITY_KEY_USE_INTERVAL (identity.core.key_use).
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # The wallet of the key that issued it, or "cli".
     created_by: Mapped[str] = mapped_column(String(42), default="cli", server_default="cli")

@@ -2,9 +2,8 @@
 
 from functools import lru_cache
 
-from flask import Response, current_app, request
+from flask import Response, request
 from marshmallow import RAISE
-from werkzeug.http import generate_etag
 from werkzeug.routing import BaseConverter
 
 from ..core import authorship, browse, content, curation, identities
@@ -13,8 +12,8 @@ from ..schemas import (
     IMMUTABLE,
     IdentityContentSchema,
     IdentityPreviewSchema,
+    identity_body,
     identity_create_schema,
-    identity_etag,
     identity_list_args_schema,
     identity_page_schema,
     identity_patch_schema,
@@ -33,6 +32,7 @@ from .openapi import (
     IDENTITY_ID,
     IF_MATCH,
     IF_NONE_MATCH,
+    IF_NONE_MATCH_CONTENT,
     LOCATION,
     NOT_FOUND,
     PATCH_EXAMPLE,
@@ -101,21 +101,18 @@ def _identity_response(row):
 
     The body is a function of the row alone (the identity's columns and its creator's; the same for every
     caller), and the key is what the request has just read: a write to the identity (updated_at moves)
-    or to its creator (last_login) gives another key, and the old entry ages out, never served stale.
+    or to its creator (its role, its last_login at a sign-in) gives another key, and the old entry ages out, never served stale.
     Each request gets a Response of its own, made from the kept bytes.
     """
     if row[_STATUS] == "removed":
         return None
-    # As flask-smorest's response decorator makes it: the schema's dump, then the app's JSON provider.
-    body = current_app.json.dumps(identity_schema.dump(identities.identity_record(row))).encode()
-    return body, generate_etag(body)
+    return identity_body(identities.identity_record(row))
 
 
 def conditional(kept):
-    """A Response of `kept` (body, ETag) that answers a matching If-None-Match with 304. The ETag is a hash
-    of the exact body: the embedded creator's last_login moves, so a tag of the content alone would vouch
-    for a body that is no longer the one served. The body is the same for every caller, but it is served
-    only behind a key: a shared cache must not hand it to a client without one (private)."""
+    """A Response of `kept` (body, ETag) that answers a matching If-None-Match with 304: an identity's body and
+    its ETag (schemas.identity_body), or its content and content_id. The body is the same for every caller,
+    but it is served only behind a key: a shared cache must not hand it to a client without one (private)."""
     if kept is None:
         raise IdentityRemoved(request.view_args["identity_id"])
     body, etag = kept
@@ -129,7 +126,7 @@ def conditional(kept):
 @alias("/identities/<identity_id>/content", of="/identity/<identity_id>/content")
 @auth.login_required
 @limits.reads
-@operation("getIdentityContent", parameters=[IF_NONE_MATCH],
+@operation("getIdentityContent", parameters=[IF_NONE_MATCH_CONTENT],
            responses={304: {"description": "If-None-Match named the content_id; no body.", "headers": {"ETag": ETAG}}})
 @blp.response(
     200, IdentityContentSchema, example=CONTENT_EXAMPLE,
@@ -220,11 +217,11 @@ def patch_identity(changes, identity_id):
     accepted too. Also served at /identities/{identity_id}.
     """
     if_match = request.if_match
-    holds = (lambda identity: if_match.contains(identity_etag(identity))) if if_match else None
+    holds = (lambda identity: if_match.contains(identity_body(identity)[1])) if if_match else None
     identity = curation.update_identity(identity_id, changes, current_caller().wallet, precondition=holds)
-    response = current_app.json.response(identity_schema.dump(identity))
-    response.set_etag(generate_etag(response.get_data()))
-    response.headers["Cache-Control"] = "private"
+    body, etag = identity_body(identity)
+    response = Response(body, mimetype="application/json", headers={"Cache-Control": "private"})
+    response.set_etag(etag)
     return response
 
 

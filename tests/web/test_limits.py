@@ -240,8 +240,7 @@ def test_the_workers_of_one_server_share_a_keys_budget(database_path, issue_key)
         answers = []  # (status, X-RateLimit-Remaining, worker pid), the workers taking turns
         for turn in range(32):
             pid = (first, second)[turn % 2]
-            # One busy client on each worker: the workers are balanced, and neither asks it to reconnect
-            # elsewhere (identity/balance.py); the others stay idle.
+            # One busy client on each worker, the workers taking turns; the others stay idle.
             connection = held[pid][0]
             connection.request("GET", "/identity/x", headers={"x-api-key": key})
             response = connection.getresponse()

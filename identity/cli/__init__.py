@@ -67,10 +67,13 @@ def require_database(connection_only=False):
 
 
 def refuse_missing_database(path):
-    """Stop the command: DATABASE_URL names the SQLite file `path`, which does not exist."""
+    """Stop the command: DATABASE_URL names the SQLite file `path`, which does not exist (nor, maybe, its folder)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    create = (f"create the database there with `{readiness.upgrade_command()}`" if os.path.isdir(folder)
+              else f"create the folder {folder} and then the database with `{readiness.upgrade_command()}`")
     raise click.ClickException(
-        f"No SQLite database at {path}: DATABASE_URL names a file that does not exist (nothing was created). "
-        f"Check DATABASE_URL, or create the database there with `{readiness.upgrade_command()}`."
+        f"The database does not answer: there is no SQLite database at {path} (nothing was created). "
+        f"Check DATABASE_URL, or {create}."
     )
 
 

@@ -68,8 +68,8 @@ def _target_engine(source_engine, target_url):
         raise CopyRefused("--to names the configured database itself; give another database.")
     missing = missing_sqlite_file(url)
     if missing is not None:  # opening it would create it, empty
-        raise CopyRefused(f"No SQLite database at {missing} (nothing was created): create and migrate it first, "
-                          f"`DATABASE_URL='{target_url}' flask --app app db upgrade`, then copy again.")
+        raise CopyRefused(f"The target is not migrated: there is no SQLite database at {missing} (nothing was "
+                          f"created). Migrate it first: DATABASE_URL='{target_url}' flask --app app db upgrade.")
     if url.get_backend_name() == "sqlite":
         tune_sqlite(engine, 30_000)  # foreign keys on, and a wait rather than "database is locked"
     return engine

@@ -80,7 +80,7 @@ def test_a_command_given_an_sqlite_file_that_does_not_exist_creates_none(backend
     assert not missing.exists() and list(missing.parent.iterdir()) == []
     assert list(out.iterdir()) == []
     if args[0] != "restore":  # restore into no database is allowed; this one refuses the file it was given
-        assert f"No SQLite database at {missing}" in result.output and "db upgrade" in result.output
+        assert f"there is no SQLite database at {missing}" in result.output and "db upgrade" in result.output
 
 
 @pytest.mark.sqlite_only
@@ -95,7 +95,7 @@ def test_db_copy_to_an_sqlite_file_that_does_not_exist_creates_none(database_url
     for target in (tmp_path / "target.db", tmp_path / "nowhere" / "target.db"):
         result = make_app(database_url).test_cli_runner().invoke(args=["db", "copy", "--to", f"sqlite:///{target}"])
         assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-        assert f"No SQLite database at {target}" in result.output and "db upgrade" in result.output
+        assert f"no SQLite database at {target}" in result.output and "db upgrade" in result.output
         assert not target.exists()
     flask_cli(f"sqlite:///{tmp_path / 'target.db'}", "db", "upgrade")  # then the copy goes through
     result = make_app(database_url).test_cli_runner().invoke(args=["db", "copy", "--to", f"sqlite:///{tmp_path / 'target.db'}"])

@@ -26,7 +26,7 @@ from sqlalchemy import Integer, MetaData, create_engine, func, inspect, select, 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from ..storage.database import db, tune_sqlite
+from ..storage.database import db, missing_sqlite_file, tune_sqlite
 
 BATCH = 5000
 # Tables whose rows a migration writes (the cursor secret of 0002): present in an empty target.
@@ -66,6 +66,10 @@ def _target_engine(source_engine, target_url):
                           "postgresql+psycopg://USER:PASSWORD@HOST:5432/DBNAME or sqlite:////srv/identity.db") from None
     if url.render_as_string(hide_password=False) == source_engine.url.render_as_string(hide_password=False):
         raise CopyRefused("--to names the configured database itself; give another database.")
+    missing = missing_sqlite_file(url)
+    if missing is not None:  # opening it would create it, empty
+        raise CopyRefused(f"The target is not migrated: there is no SQLite database at {missing} (nothing was "
+                          f"created). Migrate it first: DATABASE_URL='{target_url}' flask --app app db upgrade.")
     if url.get_backend_name() == "sqlite":
         tune_sqlite(engine, 30_000)  # foreign keys on, and a wait rather than "database is locked"
     return engine

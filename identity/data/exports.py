@@ -118,10 +118,11 @@ def export_identities(stream, progress=None):
 
 
 @contextmanager
-def replacing(path):
-    """A binary file to write `path` through: written under a temporary name beside it and renamed
-    over `path` only when the block ends without an error, so an interrupted write leaves no partial
-    file (and any earlier `path` as it was)."""
+def replacing(path, overwrite=False):
+    """A binary file to write `path` through: written under a temporary name beside it and put at `path`
+    only when the block ends without an error, so an interrupted write leaves no partial file (and any
+    earlier `path` as it was). Unless `overwrite`, a file that appeared at `path` meanwhile is kept and
+    FileExistsError raised: the complete file is linked in place, which fails rather than replace one."""
     path = Path(path)
     handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
@@ -129,8 +130,17 @@ def replacing(path):
             yield stream
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(partial, path)
+        put_in_place(partial, path, overwrite)
     finally:
         Path(partial).unlink(missing_ok=True)
+
+
+def put_in_place(partial, path, overwrite):
+    """Move the complete file `partial` to `path`, beside it: over an existing file only when `overwrite`
+    (else FileExistsError, and `path` is left as it was)."""
+    if overwrite:
+        os.replace(partial, path)
+    else:
+        os.link(partial, path)  # atomic, and refuses an existing path; `partial` goes with the caller's cleanup
 
 

@@ -119,7 +119,7 @@ def row_of(data):
             problems = "; ".join(f"{name}: {' '.join(map(str, _flat(messages)))}" for name, messages in error.messages.items())
             raise Refused(f"invalid fields: {problems}") from None
         fields.update({name: str(fields[name]) for name in UINT256_KEYS})
-        fields.update({name: _utc_text(fields[name]) for name in TIMESTAMP_KEYS})
+        fields.update({name: _utc_text(name, fields[name]) for name in TIMESTAMP_KEYS})
         fields["id"] = str(fields["id"])
     content_id = fields["content_id"] = verified_content_id(fields)
     if fields["creator_signature"] is not None:
@@ -133,8 +133,14 @@ def row_values(row, names):
     return {name: row[ROW.index(name)] for name in names}
 
 
-def _utc_text(moment):
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+def _utc_text(name, moment):
+    """The timestamp `moment` in UTC as export writes it; Refused when UTC cannot hold it (a valid RFC 3339
+    time such as 0001-01-01T00:00:00+14:00 is before year 1 there)."""
+    try:
+        return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    except (OverflowError, ValueError):
+        raise Refused(f"invalid fields: {name}: {moment.isoformat()} is outside the years 1 to 9999 in UTC, which "
+                      "a timestamp here can hold; give a time within them") from None
 
 
 def _flat(messages):

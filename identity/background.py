@@ -7,6 +7,8 @@ and stops with the app.
 - The mirrors' follower (identity.data.follower) likewise: one at a time across processes and nodes follows
   every active mirror's upstream; `flask --app app mirrors run` runs one on its own, and
   IDENTITY_MIRRORS_FOLLOW=0 keeps a node's serving processes out.
+- The audit log's pruner (identity.core.audit_retention): one at a time across processes and nodes, through
+  a lease, when the server starts and hourly after; `flask --app app audit prune` prunes at once.
 - The live feed's hub (identity.feed.live) wakes the long polls and event streams of the process; the first
   of them starts it.
 
@@ -17,6 +19,7 @@ hooks; under `flask run`, threads, started here; the Flask test client starts on
 import click
 from werkzeug.serving import is_running_from_reloader
 
+from .core import audit_retention
 from .data import follower
 from .feed import delivery, live
 
@@ -43,6 +46,7 @@ def start(app):
     if _is_this_service(app):
         delivery.start(app)
         follower.start(app)
+        audit_retention.start(app)
 
 
 def end_streams():
@@ -57,4 +61,5 @@ def stop(app, timeout=2.0):
     if _is_this_service(app):
         delivery.stop(app, timeout)
         follower.stop(app, timeout)
+        audit_retention.stop(app, timeout)
         live.stop(app)

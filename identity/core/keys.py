@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError
 from ..storage.database import db, one_statement, write_transaction
 from ..storage.faults import cause
 from ..storage.models import ApiKey, User, new_id, utcnow
+from . import audit
 from .browse import cursor_secret
 from .errors import InvalidParameters, KeyNotFound, KeyNotLive
 from .users import USER_COLUMNS, user_of_wallet
@@ -196,7 +197,11 @@ def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, 
         role_changed = role is not None and user["role"] != role
         if role_changed:
             session.execute(update(User).where(User.id == user["id"]).values(role=role, updated_at=now))
+            audit.record("user.role", "user", wallet, before={"role": user["role"]}, after={"role": role})
         key, api_key = add_key(session, user["id"], now, scope, label, expires_at, created_by)
+        audit.record("key.issue", "key", api_key.id, after={
+            "wallet": wallet, "role": role or user["role"], "scope": scope, "label": label, "expires_at": expires_at,
+            "hint": api_key.hint, "created_by": created_by})
     if role_changed:
         forget_keys()  # this process's lookups of the wallet's other keys carry the old role
         key_log.info("user %s is now %s, by %s", wallet, role, created_by,
@@ -252,6 +257,8 @@ def revoke_key(key_id=None, wallet=None, by=CLI):
             query = query.join(User).where(User.wallet == checksum_wallet(wallet))
         keys = session.execute(query).scalars().all()
         for api_key in keys:
+            audit.record("key.revoke", "key", api_key.id, before={"revoked_at": api_key.revoked_at},
+                         after={"revoked_at": now})
             api_key.revoked_at = now
     forget_keys()
     for api_key in keys:
@@ -277,6 +284,8 @@ def rotate_key(key_id, grace_seconds=0, by=CLI):
         old.revoked_at = now + timedelta(seconds=grace_seconds)
         # Rotation renews the secret, not the term: the new key expires when the old one would have.
         key, api_key = add_key(session, old.user_id, now, old.scope, old.label, old.expires_at, by)
+        audit.record("key.rotate", "key", old.id, before={"revoked_at": None},
+                     after={"revoked_at": old.revoked_at, "replaced_by": api_key.id, "grace_seconds": grace_seconds})
     forget_keys()
     key_log.info(
         "key %s rotated by %s: replaced by key %s; it stops at %s", old.id, by, api_key.id, old.revoked_at.isoformat(),

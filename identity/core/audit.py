@@ -23,6 +23,7 @@ from decimal import Decimal
 import rfc8785
 from flask import has_app_context
 from sqlalchemy import event, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ..storage.audit import AuditChain, AuditEntry
@@ -159,7 +160,10 @@ def _locked_head(session):
     entries there are."""
     row = session.execute(_HEAD.with_for_update()).first()
     if row is None:
-        session.execute(insert(CHAIN).values(**_chain_from_entries(session)))
+        # Two first appends at once: one inserts, the other's insert waits for it and then does nothing.
+        dialect = session.get_bind().dialect.name
+        start = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(CHAIN)
+        session.execute(start.values(**_chain_from_entries(session)).on_conflict_do_nothing(index_elements=["id"]))
         row = session.execute(_HEAD.with_for_update()).first()
     return row.head_seq, row.head_hash
 

@@ -26,7 +26,7 @@ from sqlalchemy import bindparam, delete, func, insert, select, update
 
 from ..storage.database import write_transaction
 from ..storage.models import SigninNonce, User, utcnow
-from . import siwe
+from . import audit, siwe
 from .errors import InvalidMessage, InvalidParameters, SigninOff, SigninRefused, TooManyNonces
 from .keys import add_key, key_log, key_record
 from .signatures import SignatureError
@@ -161,6 +161,7 @@ def sign_in(text, signature, scope=None, label=None):
         record_login(session, user, now)
         key, api_key = add_key(session, user["id"], now, scope or "write", label or DEFAULT_LABEL, expires_at,
                                created_by=SIWE)
+        record_signed_in(api_key, user)
         return key, api_key, user
 
     message, (key, api_key, user) = checked_sign_in(text, signature, issue)
@@ -210,6 +211,14 @@ def checked_sign_in(text, signature, admit):
     if failure is not None:
         raise _refused(*failure, message)
     return message, admitted
+
+
+def record_signed_in(api_key, user):
+    """The audit entry of a sign-in that passed every check (in the transaction that spends its nonce): the
+    key it issued; never the message's signature."""
+    audit.record("signin.siwe", "key", api_key.id, actor={
+        "user_id": user["id"], "wallet": user["wallet"], "role": user["role"], "key_id": None,
+    }, after={"scope": api_key.scope, "label": api_key.label, "expires_at": api_key.expires_at})
 
 
 def record_login(session, user, now):
@@ -267,6 +276,8 @@ def _failed_signature(message, text, signature):
 def _refused(number, detail, message):
     """The refusal of check `number` for `message`, logged with its wallet (never the message or signature)."""
     check = CHECKS[number]
+    audit.record_now("signin.siwe", "signin", message.address, outcome="refused", detail=f"check {number} ({check})",
+                     actor={"wallet": message.address})
     log.info("sign-in of %s refused at check %d (%s)", message.address, number, check,
              extra={"wallet": message.address, "check": check})
     return SigninRefused(check, f"Sign-in refused at check {number} ({check}): {detail}")

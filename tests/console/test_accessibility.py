@@ -80,6 +80,7 @@ def signed_in_pages(deployment):
         ("webhook", f"/admin/webhooks/{deployment.webhook_id}"),
         ("webhook-delete", f"/admin/webhooks/{deployment.webhook_id}/delete"),
         ("changes", "/admin/changes"),
+        ("audit", "/admin/audit"),
         ("status", "/admin/status"),
         ("not-found", "/admin/no-such-page"),
     ]

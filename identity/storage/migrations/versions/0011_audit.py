@@ -45,7 +45,8 @@ def upgrade():
     op.create_index("ix_audit_entries_action_seq", "audit_entries", ["action", "seq"])
     op.create_index("ix_audit_entries_target_id_seq", "audit_entries", ["target_id", "seq"])
     op.create_index("ix_audit_entries_at", "audit_entries", ["at"])
-    chain = op.create_table(
+    # No row yet: the first append makes it (identity.core.audit), so that a migrated database holds no data.
+    op.create_table(
         "audit_chain",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
         sa.Column("head_seq", sa.BigInteger(), nullable=False),
@@ -53,8 +54,6 @@ def upgrade():
         sa.Column("start_seq", sa.BigInteger(), nullable=False),
         sa.Column("start_hash", sa.String(64), nullable=False),
     )
-    genesis = "0" * 64
-    op.bulk_insert(chain, [{"id": 1, "head_seq": 0, "head_hash": genesis, "start_seq": 0, "start_hash": genesis}])
 
 
 def downgrade():

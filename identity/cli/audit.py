@@ -26,8 +26,8 @@ def cli_context():
         return None
     root = context.find_root()
     run_id = root.meta.setdefault(_RUN_ID, audit.new_request_id())
-    return {"via": "cli", "request_id": run_id, "client_address": None, "user_agent": context.command_path,
-            "caller": None}
+    command = " ".join(["flask", *context.command_path.split()[1:]])  # the root's name is the program's
+    return {"via": "cli", "request_id": run_id, "client_address": None, "user_agent": command, "caller": None}
 
 
 def init_app(app):

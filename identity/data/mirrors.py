@@ -79,7 +79,7 @@ def update(mirror_id, changes):
         if "key" in changes:
             mirror.api_key = changes["key"]
         mirror.updated_at = utcnow()
-        audit.record(_change_action(before, changes), "mirror", mirror.id, before=before,
+        audit.record(_change_action(changes), "mirror", mirror.id, before=before,
                      after={**audited(mirror), "key": "(replaced)"} if "key" in changes else audited(mirror))
     # The names of what changed, never the key.
     log.info("mirror changed", extra={"mirror_id": mirror.id, "mirror": mirror.name, "changed": sorted(changes),
@@ -105,9 +105,9 @@ def audited(mirror):
     return {"name": mirror.name, "url": mirror.url, "active": mirror.active}
 
 
-def _change_action(before, changes):
-    """mirror.pause or mirror.resume when only `active` changed, else mirror.change (a new key)."""
-    if set(changes) == {"active"} and before["active"] != changes["active"]:
+def _change_action(changes):
+    """mirror.pause or mirror.resume when only `active` is asked for, else mirror.change (a new key)."""
+    if set(changes) == {"active"}:
         return "mirror.resume" if changes["active"] else "mirror.pause"
     return "mirror.change"
 

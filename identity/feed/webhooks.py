@@ -177,7 +177,7 @@ def update(webhook_id, changes):
         if changes.get("active"):
             webhook.attempts, webhook.failing_since, webhook.next_attempt_at = 0, None, None
         webhook.updated_at = utcnow()
-        audit.record(_change_action(before, changes), "webhook", webhook.id, before=before, after=dict(changes))
+        audit.record(_change_action(changes), "webhook", webhook.id, before=before, after=dict(changes))
     log.info("webhook changed", extra={"webhook_id": webhook.id, "changed": sorted(changes), "url": webhook.url,
                                        "active": webhook.active})
     return with_state(webhook)
@@ -203,9 +203,9 @@ def shown(webhook):
     return {name: getattr(webhook, name) for name in AUDITED}
 
 
-def _change_action(before, changes):
-    """webhook.pause or webhook.resume when only `active` changed, else webhook.change."""
-    if set(changes) == {"active"} and before["active"] != changes["active"]:
+def _change_action(changes):
+    """webhook.pause or webhook.resume when only `active` is asked for, else webhook.change."""
+    if set(changes) == {"active"}:
         return "webhook.resume" if changes["active"] else "webhook.pause"
     return "webhook.change"
 

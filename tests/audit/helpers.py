@@ -16,9 +16,9 @@ def entries(app, action=None):
     return [entry for entry in found if action is None or entry["action"] == action]
 
 
-def only(app, action):
-    """The one entry of `action`."""
-    found = entries(app, action)
+def only(app, action, via=None):
+    """The one entry of `action` (made `via` api, console, cli or service, when given)."""
+    found = [entry for entry in entries(app, action) if via is None or entry["actor"]["via"] == via]
     assert len(found) == 1, [entry["action"] for entry in entries(app)]
     return found[0]
 

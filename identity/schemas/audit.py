@@ -2,13 +2,14 @@
 
 from datetime import UTC
 
-from marshmallow import RAISE, Schema, fields, validate
+from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
 
 from .fields import WALLET_PATTERN
 from .identities import CURSOR_PATTERN, MAX_CURSOR_LENGTH
 
 HASH_PATTERN = r"^[0-9a-f]{64}$"
 ACTION_PATTERN = r"^[a-z_]+(\.[a-z_]+)*$"
+MOMENT_ERROR = "Not a date and time: give one as RFC 3339 writes it, e.g. 2026-11-21T09:30:00Z."
 
 
 class AuditActorSchema(Schema):
@@ -65,11 +66,14 @@ class AuditListArgsSchema(Schema):
         metadata={"pattern": ACTION_PATTERN, "maxLength": 64, "description": "Only this action, e.g. key.revoke."},
     )
     target = fields.String(
-        validate=validate.Length(1, 128),
+        validate=[validate.Length(1, 128), validate.Regexp(r"^[^\x00-\x1f\x7f]+$", error="Not an id: it has a "
+                                                           "control character.")],
         metadata={"maxLength": 128, "description": "Only what was done to this target id (a key's id, a wallet ...)."},
     )
-    since = fields.AwareDateTime(default_timezone=UTC, metadata={"description": "Only entries at or after this time."})
-    until = fields.AwareDateTime(default_timezone=UTC, metadata={"description": "Only entries at or before this time."})
+    since = fields.AwareDateTime(default_timezone=UTC, error_messages={"invalid": MOMENT_ERROR},
+                                 metadata={"description": "Only entries at or after this time (RFC 3339)."})
+    until = fields.AwareDateTime(default_timezone=UTC, error_messages={"invalid": MOMENT_ERROR},
+                                 metadata={"description": "Only entries at or before this time (RFC 3339)."})
     limit = fields.Integer(
         validate=validate.Range(1, 100),
         metadata={"description": "Entries per page, 1 to 100 (default 20; with a cursor, the cursor's).", "example": 20},
@@ -81,6 +85,19 @@ class AuditListArgsSchema(Schema):
         ],
         metadata={"pattern": CURSOR_PATTERN, "description": "The `next` of a previous page: continues that listing."},
     )
+
+
+    @post_load
+    def in_utc(self, data, **kwargs):
+        """The times in UTC, as the log keeps them; one that has no UTC equivalent (year 1 or 9999 off UTC) is
+        refused, naming it."""
+        for name in ("since", "until"):
+            if name in data:
+                try:
+                    data[name] = data[name].astimezone(UTC)
+                except OverflowError:
+                    raise ValidationError({name: [MOMENT_ERROR]}) from None
+        return data
 
 
 class AuditPageSchema(Schema):

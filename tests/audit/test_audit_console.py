@@ -2,10 +2,10 @@
 keys issued and revoked, identities taken down and restored, webhooks registered and paused, each via console
 with the session's Admin as the actor; and the Audit page with GET /audit's filters."""
 
-from tests.conftest import ADMIN_WALLET, USER_WALLET
 import re
 
-from tests.console.conftest import Console, console, console_for, form_value, sign_in  # noqa: F401 - fixtures
+from tests.conftest import ADMIN_WALLET, USER_WALLET
+from tests.console.conftest import Console, form_value, sign_in
 
 from .helpers import assert_no_secret, entries, only
 
@@ -16,8 +16,7 @@ def test_a_session_opened_and_ended_and_a_user_key_refused_are_entries(app, admi
     client = app.test_client()
     assert sign_in(client, user_key).status_code == 403
     assert sign_in(client, admin_key).status_code == 303
-    console = Console(client)
-    assert console.post("/admin/sign-out").status_code == 303
+    assert Console(client).post("/admin/sign-out").status_code == 303
     opened = [entry for entry in entries(app, "session.open")]
     assert [(entry["outcome"], entry["actor"]["wallet"]) for entry in opened] == [
         ("refused", USER_WALLET), ("ok", ADMIN_WALLET)]

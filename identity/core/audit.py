@@ -136,10 +136,7 @@ def append(session, entries):
     """Append `entries` (as record makes them) to the chain in `session`'s transaction, under the chain's lock."""
     head_seq, prev_hash = _locked_head(session)
     at = utcnow()
-    key_ids = {entry["actor_key_id"] for entry in entries if entry["actor_key_id"]}
-    hints = {}
-    if key_ids:
-        hints = dict(session.execute(select(ApiKey.id, ApiKey.hint).where(ApiKey.id.in_(key_ids))).all())
+    hints = _hints(session, {entry["actor_key_id"] for entry in entries if entry["actor_key_id"]})
     rows = []
     for entry in entries:
         head_seq += 1
@@ -149,6 +146,21 @@ def append(session, entries):
         rows.append(row)
     session.execute(insert(ENTRIES), rows)
     session.execute(update(CHAIN).where(CHAIN.c.id == CHAIN_ID).values(head_seq=head_seq, head_hash=prev_hash))
+
+
+# A key's hint never changes: each process remembers those it read, up to MAX_HINTS (then it starts afresh).
+_known_hints = {}
+MAX_HINTS = 10_000
+
+
+def _hints(session, key_ids):
+    """{key id: its hint} for `key_ids`, read once per key and process."""
+    missing = key_ids - _known_hints.keys()
+    if missing:
+        if len(_known_hints) >= MAX_HINTS:
+            _known_hints.clear()
+        _known_hints.update(session.execute(select(ApiKey.id, ApiKey.hint).where(ApiKey.id.in_(missing))).all())
+    return {key_id: _known_hints.get(key_id) for key_id in key_ids}
 
 
 _HEAD = select(CHAIN.c.head_seq, CHAIN.c.head_hash).where(CHAIN.c.id == CHAIN_ID)

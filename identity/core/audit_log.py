@@ -3,11 +3,11 @@
 removed or inserted."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from flask import current_app
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from ..storage.database import db
 from . import audit
@@ -20,6 +20,8 @@ CHAIN = audit.CHAIN
 DEFAULT_LIMIT = 20
 CURSOR_SALT = "identity.audit.cursor.v1"
 FILTERS = ("actor", "action", "target", "since", "until")
+# More than the clocks of two nodes differ (see conditions).
+SKEW = timedelta(seconds=60)
 # Entries read per statement by the export and the walk of verify.
 BATCH = 5_000
 
@@ -56,9 +58,11 @@ def list_entries(args):
 def conditions(asked):
     """The SQL conditions of the filters `asked` (actor a checksummed wallet; since and until datetimes).
 
-    A time bound is also turned into a bound on seq, read from the index of `at` in one lookup, so that the
-    page is read from the primary key in order however many entries the range holds (the append numbers the
-    entries in the order it stamps them)."""
+    A time bound is also turned into a bound on seq, read from the index of `at` (a subquery of one index
+    lookup), so that the page is read from the primary key in order however many entries the range holds. The
+    append numbers and stamps entries under one lock, so `at` follows `seq` but for the difference of the
+    nodes' clocks (well under SKEW): the seq bounds are taken SKEW wider than asked, and `at` itself is
+    compared too."""
     found = []
     if asked.get("actor") is not None:
         found.append(ENTRIES.c.actor_wallet == asked["actor"])
@@ -68,12 +72,14 @@ def conditions(asked):
         found.append(ENTRIES.c.target_id == asked["target"])
     if asked.get("since") is not None:
         found.append(ENTRIES.c.at >= asked["since"])
-        first = db.session.execute(select(func.min(ENTRIES.c.seq)).where(ENTRIES.c.at >= asked["since"])).scalar()
-        found.append(ENTRIES.c.seq >= (first if first is not None else 2**62))
+        first = (select(ENTRIES.c.seq).where(ENTRIES.c.at >= asked["since"] - SKEW)
+                 .order_by(ENTRIES.c.at).limit(1).scalar_subquery())
+        found.append(ENTRIES.c.seq >= first)  # none there: NULL, so no entry
     if asked.get("until") is not None:
         found.append(ENTRIES.c.at <= asked["until"])
-        last = db.session.execute(select(func.max(ENTRIES.c.seq)).where(ENTRIES.c.at <= asked["until"])).scalar()
-        found.append(ENTRIES.c.seq <= (last if last is not None else -1))
+        last = (select(ENTRIES.c.seq).where(ENTRIES.c.at <= asked["until"] + SKEW)
+                .order_by(ENTRIES.c.at.desc()).limit(1).scalar_subquery())
+        found.append(ENTRIES.c.seq <= last)
     return found
 
 

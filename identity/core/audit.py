@@ -114,6 +114,20 @@ def record(action, target_kind, target_id=None, *, outcome="ok", before=None, af
     (session or db.session()).info.setdefault(_PENDING, []).append(entry)
 
 
+def key_issued(api_key, wallet, role_before, role=None):
+    """The entries of a key issued for `wallet` (core.keys.issue_key): the user's role first, when `role` changes it."""
+    if role is not None and role != role_before:
+        record("user.role", "user", wallet, before={"role": role_before}, after={"role": role})
+    record("key.issue", "key", api_key.id, after={"wallet": wallet, "role": role or role_before, **{
+        name: getattr(api_key, name) for name in ("scope", "label", "expires_at", "hint", "created_by")}})
+
+
+def key_rotated(old, new, grace_seconds):
+    """The entry of key `old` rotated (core.keys.rotate_key): it stops at its revoked_at, replaced by key `new`."""
+    record("key.rotate", "key", old.id, before={"revoked_at": None},
+           after={"revoked_at": old.revoked_at, "replaced_by": new.id, "grace_seconds": grace_seconds})
+
+
 def record_now(*args, **kwargs):
     """record(...) in a transaction of its own, committed at once: for a refusal that has none."""
     with write_transaction() as session:

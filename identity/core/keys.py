@@ -32,16 +32,14 @@ from .wallets import checksum_wallet
 # A fixed prefix lets secret scanners find a leaked key; 32 random bytes give 256 bits of entropy.
 KEY_PREFIX = "idsk_"
 MAX_KEY_LENGTH = 128
-ROLES = ("User", "Admin")
-SCOPES = ("write", "read")
+ROLES, SCOPES = ("User", "Admin"), ("write", "read")
 # Who issued or revoked a key on the command line, or through the Python API (identity.seed).
 CLI = "cli"
 MIN_EXPIRES_IN, MAX_EXPIRES_IN = 60, 10 * 365 * 86_400
 MAX_GRACE_SECONDS = 86_400
 # Lookups a process keeps: live keys only, and never more than this many (then it starts afresh).
 MAX_CACHED_KEYS = 10_000
-DEFAULT_LIMIT = 20
-CURSOR_SALT = "identity.keyring.cursor.v1"
+DEFAULT_LIMIT, CURSOR_SALT = 20, "identity.keyring.cursor.v1"
 CACHE = "identity_key_cache"
 # Every key event (issued, rotated, revoked) is a line here, with the key's id and the acting wallet; never the key.
 key_log = logging.getLogger("identity.keys")
@@ -197,11 +195,8 @@ def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, 
         role_changed = role is not None and user["role"] != role
         if role_changed:
             session.execute(update(User).where(User.id == user["id"]).values(role=role, updated_at=now))
-            audit.record("user.role", "user", wallet, before={"role": user["role"]}, after={"role": role})
         key, api_key = add_key(session, user["id"], now, scope, label, expires_at, created_by)
-        audit.record("key.issue", "key", api_key.id, after={
-            "wallet": wallet, "role": role or user["role"], "scope": scope, "label": label, "expires_at": expires_at,
-            "hint": api_key.hint, "created_by": created_by})
+        audit.key_issued(api_key, wallet, user["role"], role)
     if role_changed:
         forget_keys()  # this process's lookups of the wallet's other keys carry the old role
         key_log.info("user %s is now %s, by %s", wallet, role, created_by,
@@ -257,8 +252,7 @@ def revoke_key(key_id=None, wallet=None, by=CLI):
             query = query.join(User).where(User.wallet == checksum_wallet(wallet))
         keys = session.execute(query).scalars().all()
         for api_key in keys:
-            audit.record("key.revoke", "key", api_key.id, before={"revoked_at": api_key.revoked_at},
-                         after={"revoked_at": now})
+            audit.record("key.revoke", "key", api_key.id, before={"revoked_at": api_key.revoked_at}, after={"revoked_at": now})
             api_key.revoked_at = now
     forget_keys()
     for api_key in keys:
@@ -284,8 +278,7 @@ def rotate_key(key_id, grace_seconds=0, by=CLI):
         old.revoked_at = now + timedelta(seconds=grace_seconds)
         # Rotation renews the secret, not the term: the new key expires when the old one would have.
         key, api_key = add_key(session, old.user_id, now, old.scope, old.label, old.expires_at, by)
-        audit.record("key.rotate", "key", old.id, before={"revoked_at": None},
-                     after={"revoked_at": old.revoked_at, "replaced_by": api_key.id, "grace_seconds": grace_seconds})
+        audit.key_rotated(old, api_key, grace_seconds)
     forget_keys()
     key_log.info(
         "key %s rotated by %s: replaced by key %s; it stops at %s", old.id, by, api_key.id, old.revoked_at.isoformat(),

@@ -3,6 +3,7 @@ list` and `export`, `audit verify` naming the first entry changed, removed or in
 retention that keeps the chain verifiable."""
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -212,3 +213,22 @@ def test_prune_in_batches_keeps_the_chain_and_zero_days_keeps_all(chain, app):
         db.session.remove()
     result = verified(app)
     assert result.finding is None and result.start_seq == 10 and result.checked == 3
+
+
+def test_the_pruners_of_two_serving_processes_prune_at_their_start_and_the_entries_go_once(chain, app):
+    age(app, [1, 2], days=400)
+    first, second = audit_retention.Pruner(app), audit_retention.Pruner(app)
+    first.interval = second.interval = 0.05
+    first.start()
+    second.start()
+    try:
+        deadline = time.monotonic() + 20
+        while verified(app).start_seq < 2:
+            assert time.monotonic() < deadline, "the pruner did not prune"
+            time.sleep(0.05)
+    finally:
+        first.stop()
+        second.stop()
+    # One pruned (the lease holder), the other found nothing left: one audit.prune entry.
+    assert [entry["after"]["removed"] for entry in entries(app, "audit.prune")] == [2]
+    assert verified(app).finding is None

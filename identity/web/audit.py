@@ -6,6 +6,7 @@ from flask import has_request_context, request
 from marshmallow import RAISE
 
 from ..core import audit, audit_log
+from ..core.keys import KEY_PREFIX
 from ..schemas import AuditListArgsSchema, AuditPageSchema
 from . import blp, limits
 from .auth import auth
@@ -14,6 +15,7 @@ from .problems import problem_body
 
 # A user agent is kept to this many characters: it is the client's to choose.
 MAX_USER_AGENT = 512
+WITHHELD = "(withheld: it held an API key)"
 ENTRY_EXAMPLE = {
     "seq": 42, "at": "2026-11-21T09:30:00.123456Z",
     "actor": {"user_id": "9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", "wallet": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
@@ -33,9 +35,18 @@ def web_context():
         "via": "console" if request.blueprint == "console" else "api",
         "request_id": getattr(request, "request_id", None),
         "client_address": limits.client_address(),
-        "user_agent": (request.user_agent.string or None) and request.user_agent.string[:MAX_USER_AGENT],
+        "user_agent": user_agent(),
         "caller": getattr(request, "caller", None),
     }
+
+
+def user_agent():
+    """The request's User-Agent, at most MAX_USER_AGENT characters; withheld when it holds an API key (a client
+    that sends its key there must not get it kept), as a request id is."""
+    agent = request.user_agent.string
+    if not agent:
+        return None
+    return WITHHELD if KEY_PREFIX in agent else agent[:MAX_USER_AGENT]
 
 
 @blp.route("/audit", endpoint="list_audit")

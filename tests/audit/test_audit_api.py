@@ -54,6 +54,14 @@ def test_issuing_rotating_and_revoking_a_key_each_leave_an_entry_naming_the_admi
     assert verified(app).finding is None
 
 
+def test_a_key_sent_as_user_agent_or_request_id_is_not_kept(app, client, admin_key, user_key):
+    headers = {"x-api-key": admin_key, "User-Agent": f"curl {user_key}", "X-Request-ID": user_key}
+    assert client.post("/keys", json={"wallet": OTHER_WALLET}, headers=headers).status_code == 201
+    entry = [entry for entry in entries(app, "key.issue") if entry["actor"]["via"] == "api"][0]
+    assert entry["user_agent"] == "(withheld: it held an API key)" and entry["request_id"] != user_key
+    assert_no_secret(app, user_key, admin_key)
+
+
 def test_a_users_role_changed_by_issuing_it_a_key_is_an_entry_with_the_role_before_and_after(app, client, admin_key,
                                                                                               user_key):
     assert client.post("/keys", json={"wallet": USER_WALLET, "role": "Admin"}, headers=auth(admin_key)).status_code == 201

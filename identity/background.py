@@ -10,6 +10,8 @@ and stops with the app.
 - The writer of the keys' uses (identity.core.key_use) runs in every serving process: a request notes its
   key's use in memory, and the writer records it in the database every IDENTITY_KEY_USE_INTERVAL, and once
   more as the process stops.
+- The audit log's pruner (identity.core.audit_retention): one at a time across processes and nodes, through
+  a lease, when the server starts and hourly after; `flask --app app audit prune` prunes at once.
 - The live feed's hub (identity.feed.live) wakes the long polls and event streams of the process; the first
   of them starts it.
 
@@ -21,7 +23,7 @@ keys' uses are written by identity.core.key_use.write_noted).
 import click
 from werkzeug.serving import is_running_from_reloader
 
-from .core import key_use
+from .core import audit_retention, key_use
 from .data import follower
 from .feed import delivery, live
 
@@ -49,6 +51,7 @@ def start(app):
         key_use.start(app)
         delivery.start(app)
         follower.start(app)
+        audit_retention.start(app)
 
 
 def end_streams():
@@ -63,5 +66,6 @@ def stop(app, timeout=2.0):
     if _is_this_service(app):
         delivery.stop(app, timeout)
         follower.stop(app, timeout)
+        audit_retention.stop(app, timeout)
         live.stop(app)
         key_use.stop(app, timeout)

@@ -228,6 +228,9 @@ def settings_from_env(environ=None):
         "IDENTITY_MIRROR_LEASE_SECONDS": _seconds(environ, "IDENTITY_MIRROR_LEASE_SECONDS", 15.0, 1.0),
         # After a failure to read an upstream, the pause before the next try doubles from 1 s up to this.
         "IDENTITY_MIRROR_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_MIRROR_RETRY_MAX_SECONDS", 60.0, 0.1),
+        # The audit log (identity.core.audit_retention): entries older than this many days are pruned, hourly,
+        # by one process at a time; 0 keeps every entry.
+        "IDENTITY_AUDIT_RETENTION_DAYS": _between(environ, "IDENTITY_AUDIT_RETENTION_DAYS", 365, 0, 100 * 365),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",

@@ -1,6 +1,7 @@
 """The command line, `flask --app app ...`: `keys` (issue, list, rotate, revoke), `identities` (curate, export,
 import, snapshot), `backup`, `restore`, `db copy`, `check-database`, `webhooks deliver` (a deliverer on its own),
-and `mirrors` (the upstreams this instance follows, and `mirrors run`, a follower on its own).
+`mirrors` (the upstreams this instance follows, and `mirrors run`, a follower on its own), and `audit` (list,
+export, verify, prune the audit log).
 One module per group; what they share is here."""
 
 import functools
@@ -27,7 +28,7 @@ def init_app(app):
     """Give `app` the service's commands (`flask db copy` goes beside Flask-Migrate's own `db` commands)."""
     from flask_migrate.cli import db as migrate_commands
 
-    from . import background, data, keys, mirrors
+    from . import audit, background, data, keys, mirrors
 
     app.cli.add_command(check_database)
     app.cli.add_command(keys.keys)
@@ -36,6 +37,8 @@ def init_app(app):
     app.cli.add_command(data.identities)
     app.cli.add_command(background.webhooks)
     app.cli.add_command(mirrors.mirrors_group)
+    app.cli.add_command(audit.audit_group)
+    audit.init_app(app)
     migrate_commands.add_command(data.copy_database)
 
 

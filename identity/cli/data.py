@@ -10,8 +10,10 @@ from pathlib import Path
 import click
 from alembic.script import ScriptDirectory
 from flask.cli import with_appcontext
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
-from ..core import curation
+from ..core import audit, curation
 from ..core.errors import IdentityNotFound
 from ..core.wallets import checksum_wallet
 from ..data import copy as dbcopy
@@ -95,6 +97,7 @@ def backup(path, overwrite):
         raise
     finally:
         Path(partial).unlink(missing_ok=True)
+    audit.record_now("database.backup", "database", path.name, after={"path": str(path), "identities": identities})
     click.echo(f"Backed up {source_path} ({identities} identities) to {path}; integrity check ok.", err=True)
     click.echo(str(path))
 
@@ -130,6 +133,7 @@ def restore(path, issued_up_to):
         )
     except restoring.RestoreRefused as refused:
         raise click.ClickException(str(refused)) from None
+    _record_restore(path, restored)
     replaced = ("a database that had issued seq " + str(restored.replaced_end) if restored.replaced_end is not None
                 else "no database (none was there)")
     click.echo(f"Restored {path} ({restored.identities} identities, feed issued up to seq {restored.backup_end}) in "
@@ -146,6 +150,19 @@ def restore(path, issued_up_to):
         click.echo(f"Its schema is at revision {restored.revision}, older than this code's: run `{upgrade_command()}` "
                    "before starting the service.", err=True)
     click.echo(database)
+
+
+def _record_restore(path, restored):
+    """The restore's entry, in the restored database's audit log (which the backup brought back); a backup of a
+    schema without one gets none, and the command says so."""
+    try:
+        audit.record_now("database.restore", "database", path.name, after={
+            "path": str(path), "identities": restored.identities, "backup_end": restored.backup_end,
+            "replaced_end": restored.replaced_end, "next_seq": restored.next_seq})
+    except SQLAlchemyError:
+        db.session.remove()
+        click.echo("The restored database has no audit log yet (its schema is older): the restore is not in it.",
+                   err=True)
 
 
 @click.group()
@@ -223,6 +240,8 @@ def import_identities(source, wallet):
         click.echo(f"Interrupted after line {counts.lines}: {counts.summary()} (committed; import the rest again, "
                    "present identities are skipped).", err=True)
         sys.exit(130)
+    audit.record_now("identities.import", "database", getattr(source, "name", None), after={
+        "imported": counts.imported, "skipped": counts.skipped, "refused": counts.refused})
     click.echo(counts.summary())
     if counts.refused:
         sys.exit(1)
@@ -271,6 +290,9 @@ def copy_database(target_url):
         raise click.ClickException(str(refusal)) from None
     except KeyboardInterrupt:
         interrupted("nothing was written to the target")
+    # The target's URL without its password: never a credential in the log.
+    target = make_url(target_url).render_as_string(hide_password=True)
+    audit.record_now("database.copy", "database", target[:128], after={"rows": sum(report.values()), "tables": len(report)})
     for table, rows in report.items():
         click.echo(f"{table}: {rows} rows, checksum equal", err=True)
     click.echo(f"copied {sum(report.values())} rows in {len(report)} tables; counts and checksums verified")

@@ -23,7 +23,7 @@ from sqlalchemy import and_, bindparam, func, literal, not_, or_, select, tuple_
 
 from ..storage.database import db, one_statement, write_transaction
 from ..storage.models import ApiKey, User, new_id, utcnow
-from . import key_use
+from . import audit, key_use
 from .browse import cursor_secret
 from .errors import InvalidParameters, KeyNotFound, KeyNotLive
 from .users import USER_COLUMNS, user_of_wallet
@@ -32,16 +32,14 @@ from .wallets import checksum_wallet
 # A fixed prefix lets secret scanners find a leaked key; 32 random bytes give 256 bits of entropy.
 KEY_PREFIX = "idsk_"
 MAX_KEY_LENGTH = 128
-ROLES = ("User", "Admin")
-SCOPES = ("write", "read")
+ROLES, SCOPES = ("User", "Admin"), ("write", "read")
 # Who issued or revoked a key on the command line, or through the Python API (identity.seed).
 CLI = "cli"
 MIN_EXPIRES_IN, MAX_EXPIRES_IN = 60, 10 * 365 * 86_400
 MAX_GRACE_SECONDS = 86_400
 # Lookups a process keeps: live keys only, and never more than this many (the least recently used go first).
 MAX_CACHED_KEYS = 10_000
-DEFAULT_LIMIT = 20
-CURSOR_SALT = "identity.keyring.cursor.v1"
+DEFAULT_LIMIT, CURSOR_SALT = 20, "identity.keyring.cursor.v1"
 CACHE = "identity_key_cache"
 # Every key event (issued, rotated, revoked) is a line here, with the key's id and the acting wallet; never the key.
 key_log = logging.getLogger("identity.keys")
@@ -187,6 +185,9 @@ def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, 
         if changed:
             session.execute(update(User).where(User.id == user["id"]).values(**changed, updated_at=now))
         key, api_key = add_key(session, user["id"], now, scope, label, expires_at, created_by)
+        audit.key_issued(api_key, wallet, user["role"], changed.get("role"))
+        if "grant" in changed:
+            audit.record("user.grant", "user", wallet, before={"grant": user["grant"]}, after={"grant": "write"})
     if changed:
         forget_keys()  # this process's lookups of the wallet's other keys carry its old role and grant
         now_is = ", ".join(f"{name} {value}" for name, value in changed.items())
@@ -242,6 +243,7 @@ def revoke_key(key_id=None, wallet=None, by=CLI):
             query = query.join(User).where(User.wallet == checksum_wallet(wallet))
         keys = session.execute(query).scalars().all()
         for api_key in keys:
+            audit.record("key.revoke", "key", api_key.id, before={"revoked_at": api_key.revoked_at}, after={"revoked_at": now})
             api_key.revoked_at = now
     forget_keys()
     for api_key in keys:
@@ -267,6 +269,7 @@ def rotate_key(key_id, grace_seconds=0, by=CLI):
         old.revoked_at = now + timedelta(seconds=grace_seconds)
         # Rotation renews the secret, not the term: the new key expires when the old one would have.
         key, api_key = add_key(session, old.user_id, now, old.scope, old.label, old.expires_at, by)
+        audit.key_rotated(old, api_key, grace_seconds)
     forget_keys()
     key_log.info(
         "key %s rotated by %s: replaced by key %s; it stops at %s", old.id, by, api_key.id, old.revoked_at.isoformat(),

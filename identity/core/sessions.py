@@ -24,7 +24,7 @@ from sqlalchemy import bindparam, delete, select
 
 from ..storage.database import one_statement, write_transaction
 from ..storage.models import ApiKey, ConsoleSession, User, utcnow
-from . import signin
+from . import audit, signin
 from .errors import ServiceError
 from .keys import Caller, add_key, caller_of, forget_keys, key_log, live
 from .users import USER_COLUMNS, find_user
@@ -88,6 +88,8 @@ def open_session(key):
     if caller is None:
         raise SignInRefused(UNKNOWN_KEY)
     if caller.role != "Admin":
+        audit.record_now("session.open", "session", None, outcome="refused", detail="not an Admin key",
+                         actor=_actor(caller))
         log.info("console sign-in refused to a %s key %s", caller.role, caller.key_id,
                  extra={"key_id": caller.key_id, "wallet": caller.wallet})
         raise SignInRefused(NOT_ADMIN, admin_only=True)
@@ -96,6 +98,7 @@ def open_session(key):
     with write_transaction() as db_session:
         signin.record_login(db_session, dict(caller.user), now)
         _store(db_session, session, now)
+        audit.record("session.open", "session", session.id[:16], actor=_actor(caller), after={"way": "key"})
     forget_keys()  # this process's lookups carry the user's last_login before this sign-in
     _log_sign_in(session, "key")
     return token, session
@@ -116,8 +119,11 @@ def open_wallet_session(text, signature, scope="write"):
     def admit(db_session, message, now, expires_at):
         user = find_user(db_session, message.address)
         if user is None or user["role"] != "Admin":
+            audit.record("session.open", "session", None, outcome="refused", detail="not an Admin wallet",
+                         actor={"wallet": message.address, "user_id": user and user["id"], "role": user and user["role"]})
             return None, user and user["role"]
         if signin.granted_scope(user, scope) is None:
+            signin.record_beyond_grant(user)
             return None, GRANTED_READ
         signin.record_login(db_session, user, now)
         expires_at = min(expires_at, now + timedelta(seconds=SESSION_SECONDS))
@@ -125,6 +131,8 @@ def open_wallet_session(text, signature, scope="write"):
         caller = Caller(user["id"], api_key.id, user["wallet"], user["role"], scope, user)
         session = Session(_digest(token), caller, secrets.token_urlsafe(32), expires_at)
         _store(db_session, session, now)
+        signin.record_signed_in(api_key, user)
+        audit.record("session.open", "session", session.id[:16], actor=_actor(caller), after={"way": "wallet"})
         return session, user["role"]
 
     # admit runs whenever checked_sign_in returns: every check passed.
@@ -142,6 +150,11 @@ def open_wallet_session(text, signature, scope="write"):
     })
     _log_sign_in(session, "wallet")
     return token, session
+
+
+def _actor(caller):
+    """The audit log's actor of a sign-in to the console: the key's user, whatever the request's context says."""
+    return {"user_id": caller.user_id, "wallet": caller.wallet, "role": caller.role, "key_id": caller.key_id}
 
 
 def _store(db_session, session, now):
@@ -185,7 +198,9 @@ def close_session(token):
     """Sign out: the session with this token ends now, everywhere."""
     if token and len(token) <= 128:
         with write_transaction() as db_session:
-            db_session.execute(delete(ConsoleSession).where(ConsoleSession.id == _digest(token)))
+            ended = db_session.execute(delete(ConsoleSession).where(ConsoleSession.id == _digest(token))).rowcount
+            if ended:
+                audit.record("session.close", "session", _digest(token)[:16])
 
 
 def holds_csrf_token(session, token):

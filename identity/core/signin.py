@@ -27,7 +27,7 @@ from sqlalchemy import update
 
 from ..storage.database import write_transaction
 from ..storage.models import User, utcnow
-from . import nonces, siwe
+from . import audit, nonces, siwe
 from .errors import BeyondGrant, InvalidMessage, InvalidParameters, SigninOff, SigninRefused
 from .keys import add_key, key_log, key_record
 from .signatures import SignatureError
@@ -143,9 +143,11 @@ def sign_in(text, signature, scope=None, label=None):
         user = user_of_wallet(session, message.address, "User", now)
         granted = granted_scope(user, scope)
         if granted is None:
+            record_beyond_grant(user)
             return None, None, user
         record_login(session, user, now)
         key, api_key = add_key(session, user["id"], now, granted, label or DEFAULT_LABEL, expires_at, created_by=SIWE)
+        record_signed_in(api_key, user)
         return key, api_key, user
 
     message, (key, api_key, user) = checked_sign_in(text, signature, issue)
@@ -228,6 +230,21 @@ def checked_sign_in(text, signature, admit):
     raise _refused(*failure, message)
 
 
+def record_signed_in(api_key, user):
+    """The audit entry of a sign-in that passed every check (in the transaction that spends its nonce): the
+    key it issued; never the message's signature."""
+    audit.record("signin.siwe", "key", api_key.id, actor={
+        "user_id": user["id"], "wallet": user["wallet"], "role": user["role"], "key_id": None,
+    }, after={"scope": api_key.scope, "label": api_key.label, "expires_at": api_key.expires_at})
+
+
+def record_beyond_grant(user):
+    """The audit entry of a sign-in refused because it asked for more than its wallet's grant (in the
+    transaction that spends its nonce)."""
+    audit.record("signin.siwe", "signin", user["wallet"], outcome="refused", detail="grant (asked for write, granted read)",
+                 actor={"user_id": user["id"], "wallet": user["wallet"], "role": user["role"], "key_id": None})
+
+
 def record_login(session, user, now):
     """A sign-in's mark on its user (a mapping of its columns, updated too): last_login is `now`."""
     session.execute(update(User).where(User.id == user["id"]).values(last_login=now))
@@ -306,6 +323,8 @@ def _failed_signature(message, text, signature):
 def _refused(number, detail, message):
     """The refusal of check `number` for `message`, logged with its wallet (never the message or signature)."""
     check = CHECKS[number]
+    audit.record_now("signin.siwe", "signin", message.address, outcome="refused", detail=f"check {number} ({check})",
+                     actor={"wallet": message.address})
     log.info("sign-in of %s refused at check %d (%s)", message.address, number, check,
              extra={"wallet": message.address, "check": check})
     return SigninRefused(check, f"Sign-in refused at check {number} ({check}): {detail}")

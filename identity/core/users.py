@@ -13,6 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ..storage.database import db, write_transaction
 from ..storage.models import IdentityCount, User, new_id, utcnow
+from . import audit
 from .errors import UserNotFound
 from .wallets import checksum_wallet
 
@@ -93,6 +94,9 @@ def set_grant(wallet, grant, by="cli"):
         ).rowcount
         if not changed and find_user(session, wallet) is None:
             raise UserNotFound()
+        if changed:
+            before = next(other for other in GRANTS if other != grant)
+            audit.record("user.grant", "user", wallet, before={"grant": before}, after={"grant": grant})
     if changed:
         log.info("user %s is now grant %s, by %s", wallet, grant, by,
                  extra={"wallet": wallet, "grant": grant, "acting_wallet": by})

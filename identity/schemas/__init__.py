@@ -3,6 +3,7 @@
 One module per resource; every name is also importable from here, as `from identity.schemas import X`.
 """
 
+from .audit import AuditEntrySchema, AuditListArgsSchema, AuditPageSchema
 from .changes import FEEDS, ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, ChangeSchema, LastEventIdSchema
 from .common import ProblemSchema, StatusSchema, UserSchema
 from .identities import (
@@ -64,6 +65,9 @@ from .webhooks import (
 )
 
 __all__ = [
+    "AuditEntrySchema",
+    "AuditListArgsSchema",
+    "AuditPageSchema",
     "CURSOR_PATTERN",
     "FEEDS",
     "IMMUTABLE",

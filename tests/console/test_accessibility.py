@@ -85,6 +85,7 @@ def signed_in_pages(deployment):
         ("mirror", f"/admin/mirrors/{deployment.mirror_id}"),
         ("mirror-remove", f"/admin/mirrors/{deployment.mirror_id}/remove"),
         ("changes", "/admin/changes"),
+        ("audit", "/admin/audit"),
         ("status", "/admin/status"),
         ("not-found", "/admin/no-such-page"),
     ]

@@ -40,6 +40,7 @@ CONTRACT_STATUSES = {
     ("/mirrors/{mirror_id}", "get"): {200, 401, 403, 404, 429, 503},
     ("/mirrors/{mirror_id}", "patch"): {200, 400, 401, 403, 404, 413, 415, 422, 429, 503},
     ("/mirrors/{mirror_id}", "delete"): {204, 401, 403, 404, 429, 503},
+    ("/audit", "get"): {200, 400, 401, 403, 429, 503},
     ("/healthz", "get"): {200},
     ("/readyz", "get"): {200, 503},
     ("/me", "get"): {200, 401, 429, 503},

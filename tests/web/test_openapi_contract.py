@@ -44,6 +44,7 @@ OPERATION_IDS = {
     ("/mirrors/{mirror_id}", "get"): "getMirror",
     ("/mirrors/{mirror_id}", "patch"): "updateMirror",
     ("/mirrors/{mirror_id}", "delete"): "deleteMirror",
+    ("/audit", "get"): "listAudit",
 }
 MAX_SAFE_INTEGER = 2**53 - 1
 # EIP-55's own test vector: mixed case, valid checksum.

@@ -131,6 +131,7 @@ STATUSES = {
     errors.InvalidFields: 422,
     errors.TooManyStreams: 429,
     errors.TooManyNonces: 503,
+    errors.WalletChainUnavailable: 503,
     errors.InvalidParameters: 400,
     errors.ServiceError: 400,
 }
@@ -160,6 +161,7 @@ def handle_signin_refused(error):
 
 
 def handle_too_many_nonces(error):
+    """503 with Retry-After: nonces all waiting (TooManyNonces), a wallet's chain not answering (WalletChainUnavailable)."""
     return problem(503, error.detail, headers={"Retry-After": str(error.retry_after)}, **error.extra)
 
 
@@ -193,6 +195,7 @@ def register_error_handlers(app):
     app.register_error_handler(IdentityNotFound, handle_identity_not_found)
     app.register_error_handler(errors.SigninRefused, handle_signin_refused)
     app.register_error_handler(errors.TooManyNonces, handle_too_many_nonces)
+    app.register_error_handler(errors.WalletChainUnavailable, handle_too_many_nonces)
     # A lost connection, a locked or unreachable database: the request may be retried as it is.
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(InterfaceError, handle_database_unavailable)

@@ -42,7 +42,7 @@ IDENTITY_EXAMPLE = IdentitySchema().dump(
         identity_hash=_ADDRESS.identity_hash, vault_id=0, corpora_id=None, semantic=None,
         created_at=_AT, updated_at=_AT, num_positions=0, assets_sum=0, conviction_sum=0, conviction_price=0,
         status="complete", is_user=False, user_conviction=0, user_conviction_value=0, **_ADDRESS.content,
-        creator_signature=None,
+        creator_signature=None, creator_signature_chain_id=None,
         creator=SimpleNamespace(
             id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=_AT, updated_at=_AT, last_login=_AT,
             wallet="0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045", role="User",

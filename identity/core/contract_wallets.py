@@ -9,6 +9,7 @@ constructor's arguments, run with no `to`, deploys the wallet within the call an
 reverts is the wallet's no, as viem reads it. Nothing here is cached: each check asks its chain again.
 """
 
+import logging
 from dataclasses import dataclass
 
 from eth_abi import encode
@@ -18,6 +19,7 @@ from eth_utils import keccak
 from . import eth_rpc
 from .signatures import SignatureError, recover_signer
 
+log = logging.getLogger(__name__)
 # isValidSignature(bytes32,bytes)'s selector, and the value a wallet answers when it signed: the same 4 bytes.
 IS_VALID_SIGNATURE = bytes.fromhex("1626ba7e")
 ERC1271_MAGIC = IS_VALID_SIGNATURE
@@ -167,6 +169,9 @@ def accepted(url, timeout, address, hash_, signature, chain_id):
     except eth_rpc.Reverted:
         return False
     except eth_rpc.RpcUnavailable as error:
+        # The operator's to fix: the endpoint is theirs. The URL is not logged (it may hold a provider's key).
+        log.warning("chain %s's JSON-RPC endpoint (IDENTITY_ETH_RPC_URLS) gave no answer: %s", chain_id, error.reason,
+                    extra={"chain_id": chain_id})
         raise ChainUnavailable(chain_id, error.reason) from None
 
 

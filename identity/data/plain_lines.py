@@ -1,7 +1,7 @@
 """An export line in its common form, loaded without marshmallow's per-field machinery.
 
 `identities import` validates every line as schemas.IdentityImportSchema does. Nearly every line of a
-real export is in one plain form: the 22 keys, ids and numbers as export writes them, text that is
+real export is in one plain form: the keys export writes, ids and numbers as export writes them, text that is
 printable ASCII with no white space at its ends (so normalization leaves it as it is). For such a
 line, load_common gives exactly what the schema's load gives, running the schema's own validators
 for the text and URLs, at a fraction of the cost. Anything else (another form, an odd value, an

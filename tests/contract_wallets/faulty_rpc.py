@@ -2,7 +2,8 @@
 
 /slow sleeps past any timeout a test sets; /error answers HTTP 500; /redirect answers 302 to `target` (a real node,
 whose answer must not be taken); /huge answers a valid result of over a megabyte; /notjson answers HTML; /rpcerror a
-JSON-RPC error that is not a revert (-32005, a rate limit); /noresult an answer without a result.
+JSON-RPC error that is not a revert (-32005, a rate limit); /noresult an answer without a result; /revert and
+/revert-32000 a revert, as nodes answer one (the wallet's no, not a fault).
 """
 
 import threading
@@ -39,6 +40,11 @@ class FaultyRpc:
                     return self._send(200, b"<html>Bad gateway</html>", {"Content-Type": "text/html"})
                 if path == "/rpcerror":
                     return self._send(200, _answer({"error": {"code": -32005, "message": "rate limit exceeded"}}))
+                if path == "/revert":  # EIP-1474's code, as geth, anvil and reth answer a revert
+                    return self._send(200, _answer({"error": {"code": 3, "message": "execution reverted: GS026",
+                                                              "data": "0x08c379a0"}}))
+                if path == "/revert-32000":  # as older nodes answer it
+                    return self._send(200, _answer({"error": {"code": -32000, "message": "execution reverted"}}))
                 if path == "/noresult":
                     return self._send(200, _answer({}))
                 return self._send(404, b"no such fault")

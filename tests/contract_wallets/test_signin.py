@@ -187,3 +187,13 @@ def test_an_ordinary_wallet_signs_in_while_its_chains_endpoint_is_down(database_
     message = siwe_message(DOMAIN, address_of(OWNER1), new_nonce(client), chain_id=HOME_CHAIN)
     signature = "0x" + Account.sign_message(encode_defunct(text=message), OWNER1).signature.hex().removeprefix("0x")
     assert sign_in(client, message, signature).status_code == 201
+
+
+@pytest.mark.parametrize("revert", ["/revert", "/revert-32000"])
+def test_a_call_that_reverts_is_the_wallets_no_a_401_not_a_fault(database_url, chains, faulty, revert):
+    from tests.conftest import make_app
+    client = app_with_endpoint(make_app, database_url, faulty.url + revert).test_client()
+    message = siwe_message(DOMAIN, chains.wallets.safe1of1, new_nonce(client), chain_id=HOME_CHAIN)
+    response = sign_in(client, message, safe_signature(chains, message))
+    assert response.status_code == 401, response.text
+    assert response.get_json()["detail"].startswith("Sign-in refused at check 6 (signature)")

@@ -171,6 +171,14 @@ UNAVAILABLE = {
     "migration (the detail gives the command that fixes it).",
     "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
 }
+# A route that checks a contract wallet's signature on its chain (identity.core.contract_wallets) may also answer 503
+# when that chain's endpoint (IDENTITY_ETH_RPC_URLS) gives no usable answer.
+CHAIN_UNAVAILABLE = {
+    **UNAVAILABLE,
+    "description": UNAVAILABLE["description"] + " Or a contract wallet's signature could not be checked: its chain's "
+    "JSON-RPC endpoint (IDENTITY_ETH_RPC_URLS) is down, slow, or answered an error; the detail names the chain. "
+    "Nothing was accepted; retry after Retry-After seconds.",
+}
 
 # --- the problems an operation documents ------------------------------------------------------------
 

@@ -120,6 +120,30 @@ def _chain_ids(environ, name):
     return tuple(sorted({int(item) for item in items}))
 
 
+def _rpc_urls(environ, name):
+    """Ethereum JSON-RPC endpoints by chain id, `1=https://…,8453=https://…`: {chain id: URL}, empty when unset.
+    An operator's setting: any http(s) URL is taken, private and loopback addresses included."""
+    raw = (environ.get(name) or "").strip()
+    urls = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        chain, _, url = (text.strip() for text in item.partition("="))
+        if not (chain.isascii() and chain.isdigit() and len(chain) <= 78) or uris.uri_problem(url) or \
+                not url.lower().startswith(("http://", "https://")) or not urlsplit(url).hostname:
+            raise ValueError(f"{name} must be chain ids and their http(s) JSON-RPC URLs, as "
+                             f"1=https://rpc.example,8453=https://base.example, not {item!r}")
+        if int(chain) in urls:
+            raise ValueError(f"{name} names chain {int(chain)} twice; give each chain one URL")
+        urls[int(chain)] = url
+    return urls
+
+
+def _rpc_timeout(environ, name):
+    value = _seconds(environ, name, 5.0, 0.001)
+    if value > 300:
+        raise ValueError(f"{name} must be a number of seconds up to 300, not {value:g}")
+    return value
+
+
 def _between(environ, name, default, low, high):
     value = _int(environ, name, default)
     if not low <= value <= high:
@@ -190,6 +214,10 @@ def settings_from_env(environ=None):
         "IDENTITY_SIWE_NONCE_SECONDS": _between(environ, "IDENTITY_SIWE_NONCE_SECONDS", 600, 10, 86_400),
         "IDENTITY_SIWE_CHAIN_IDS": _chain_ids(environ, "IDENTITY_SIWE_CHAIN_IDS"),
         "IDENTITY_SIWE_KEY_SECONDS": _between(environ, "IDENTITY_SIWE_KEY_SECONDS", 7 * 86_400, 60, 10 * 365 * 86_400),
+        # Contract wallets (identity.core.contract_wallets): a chain's JSON-RPC endpoint, asked only when a
+        # signature does not recover to its address; and how long one call may take.
+        "IDENTITY_ETH_RPC_URLS": _rpc_urls(environ, "IDENTITY_ETH_RPC_URLS"),
+        "IDENTITY_ETH_RPC_TIMEOUT_SECONDS": _rpc_timeout(environ, "IDENTITY_ETH_RPC_TIMEOUT_SECONDS"),
         # Per client address, for each of GET /auth/nonce and POST /auth/siwe.
         "IDENTITY_RATELIMIT_SIGNIN": _rate_limit(environ, "IDENTITY_RATELIMIT_SIGNIN", "30/minute"),
         # The proxies whose X-Forwarded-For names the client (the variable gunicorn reads for its own headers).

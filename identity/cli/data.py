@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 from alembic.script import ScriptDirectory
+from flask import current_app
 from flask.cli import with_appcontext
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..core import audit, curation
+from ..core import audit, contract_wallets, curation
 from ..core.errors import IdentityNotFound
 from ..core.wallets import checksum_wallet
 from ..data import copy as dbcopy
@@ -285,7 +286,8 @@ def copy_database(target_url):
         refuse_missing_database(missing)
     try:
         with progress(unit="rows") as bar:
-            report = dbcopy.copy_database(db.engine, target_url, bar.update)
+            report = dbcopy.copy_database(db.engine, target_url, bar.update,
+                                          contract_wallets.Endpoints.of(current_app.config))
     except dbcopy.CopyRefused as refusal:
         raise click.ClickException(str(refusal)) from None
     except KeyboardInterrupt:

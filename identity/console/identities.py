@@ -63,11 +63,16 @@ def _identity_page(identity_id, status=200, conflict=None, done=None):
 
 
 def signature_state(record):
-    """What the page says of the creator's signature: "not signed", "signed", or "does not recover to the
-    creator" (which the service never stores, but a database edited by hand may hold)."""
+    """What the page says of the creator's signature: "not signed", "signed", "signed by a contract wallet on
+    chain N", or "does not recover to the creator" (which the service never stores, but a database edited by hand
+    may hold)."""
     signature = record["creator_signature"]
     if signature is None:
         return "not signed"
+    chain_id = record.get("creator_signature_chain_id")
+    if chain_id is not None:
+        # Checked on its chain when it was stored; the page asks no chain again.
+        return f"signed by a contract wallet on chain {chain_id}"
     try:
         signer = authorship.recover_author(record["content_id"], signature)
     except SignatureError:

@@ -172,6 +172,17 @@ class BeyondGrant(ServiceError):
     what to ask for instead."""
 
 
+class WalletChainUnavailable(ServiceError):
+    """A contract wallet's signature could not be checked: its chain's endpoint (IDENTITY_ETH_RPC_URLS) gave no
+    usable answer. Nothing was accepted; the request may be sent again after `retry_after` seconds."""
+
+    RETRY_AFTER = 5
+
+    def __init__(self, detail, chain_id):
+        super().__init__(detail, chain_id=chain_id)
+        self.retry_after = self.RETRY_AFTER
+
+
 class InvalidParameters(ServiceError):
     """Query parameters refused: unknown ones, or out-of-range values; `errors` maps each to its messages."""
 

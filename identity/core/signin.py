@@ -27,10 +27,16 @@ from sqlalchemy import update
 
 from ..storage.database import write_transaction
 from ..storage.models import User, utcnow
-from . import audit, nonces, siwe
-from .errors import BeyondGrant, InvalidMessage, InvalidParameters, SigninOff, SigninRefused
+from . import audit, contract_wallets, nonces, siwe
+from .errors import (
+    BeyondGrant,
+    InvalidMessage,
+    InvalidParameters,
+    SigninOff,
+    SigninRefused,
+    WalletChainUnavailable,
+)
 from .keys import add_key, key_log, key_record
-from .signatures import SignatureError
 from .users import user_of_wallet
 
 # Who issued a signed-in key (a Key's created_by), and its label when the body gives none.
@@ -224,6 +230,11 @@ def checked_sign_in(text, signature, admit):
             first_use = nonces.spend(session, message.nonce, nonce_expires_at, now)
             if first_use and failure is None and later is None:
                 return message, admit(session, message, now, expires_at)
+        if first_use and failure is None and isinstance(later, WalletChainUnavailable):
+            audit.record_now("signin.siwe", "signin", message.address, outcome="refused",
+                             detail="check 6 (signature): the chain's endpoint did not answer",
+                             actor={"wallet": message.address})
+            raise later
         failure = failure or (None if first_use else (
             4, "The nonce is spent: a sign-in used it already (the first sign-in that names a nonce spends it, "
             "whatever its outcome). Ask GET /auth/nonce for a fresh one and sign a new message.")) or later
@@ -309,14 +320,36 @@ def _failed_times(message, now):
 
 
 def _failed_signature(message, text, signature):
-    """Check 6, as (6, detail) when it fails: the signature is personal_sign's of `text` by the message's wallet."""
+    """Check 6, as (6, detail) when it fails, or as the WalletChainUnavailable to raise once the nonce is spent:
+    the signature is personal_sign's of `text` by the message's wallet, or its contract's on the message's chain
+    (identity.core.contract_wallets), asked only when it does not recover to the wallet."""
+    wallet, chain = message.address, message.chain_id
     try:
-        signer = siwe.recover_personal_sign(text, signature)
-    except SignatureError as error:
-        return 6, f"{error.detail} Send the wallet's personal_sign signature of the message's exact text."
-    if signer != message.address:
-        return 6, (f"The signature is not {message.address}'s: it recovers to another wallet. Sign the message "
-                   "with the wallet it names (contract wallets, EIP-1271, are not supported).")
+        contract_wallets.check(wallet, siwe.personal_sign_message(text), signature, chain,
+                               contract_wallets.Endpoints.of(current_app.config))
+    except contract_wallets.NotSigned as error:
+        if error.contract:
+            return 6, (f"The signature is not {wallet}'s: it does not recover to {wallet}, and the contract at "
+                       f"{wallet} on chain {chain} does not accept it (EIP-1271's isValidSignature, or EIP-6492's "
+                       "validator for a wallet not yet deployed). Sign the message with the wallet it names (a Safe: "
+                       "with as many of its owners as its threshold), on the chain the message names.")
+        if error.problem is not None:
+            return 6, f"{error.problem} Send the wallet's personal_sign signature of the message's exact text."
+        return 6, (f"The signature is not {wallet}'s: it recovers to another wallet. Sign the message with the wallet "
+                   "it names (a contract wallet's signature, EIP-1271 or EIP-6492, is checked on its chain).")
+    except contract_wallets.NoEndpoint as error:
+        why = error.problem or "it recovers to another wallet"
+        return 6, (f"The signature does not recover to {wallet} ({why.rstrip('.')}), so only a contract wallet at "
+                   f"{wallet} on chain {chain} (EIP-1271, EIP-6492) could accept it, and this service has no "
+                   f"endpoint for chain {chain}: its operator names one in {contract_wallets.RPC_SETTING}. An "
+                   "ordinary wallet sends its personal_sign signature of the message's exact text (65 bytes).")
+    except contract_wallets.ChainUnavailable as error:
+        return WalletChainUnavailable(
+            f"Sign-in could not finish check 6 (signature): the signature does not recover to {wallet}, so the "
+            f"contract at {wallet} was asked on chain {chain}, and chain {chain}'s endpoint "
+            f"({contract_wallets.RPC_SETTING}) gave no answer: {error.reason}. Nothing was accepted; this message's "
+            "nonce is spent: ask GET /auth/nonce for a fresh one and sign again after the seconds in Retry-After.",
+            chain)
     return None
 
 

@@ -85,6 +85,11 @@ class SiweMessage:
     scheme: str | None = None
 
 
+def personal_sign_message(message_text):
+    """What a personal_sign (EIP-191) signature of message_text's UTF-8 bytes signs."""
+    return encode_defunct(text=message_text)
+
+
 def recover_personal_sign(message_text, signature_hex):
     """Return the EIP-55 address whose key made signature_hex, an EIP-191 personal_sign signature of
     message_text's UTF-8 bytes; raise SignatureError when the signature is malformed or unrecoverable."""

@@ -23,8 +23,8 @@ EXPORT_BATCH = 2000
 # The export's keys in the order of schemas.IdentitySchema, each with the column that holds it.
 _EXPORT_KEYS = (
     "id", "identity_id", "identity_hash", "vault_id", "display_name", "description", "image", "corpora_id",
-    "semantic", "external_reference", "creator", "creator_signature", "created_at", "updated_at", "num_positions",
-    "assets_sum", "conviction_sum", "conviction_price", "status", "isUser", "user_conviction", "user_conviction_value",
+    "semantic", "external_reference", "creator", "creator_signature", "creator_signature_chain_id", "created_at",
+    "updated_at", "num_positions", "assets_sum", "conviction_sum", "conviction_price", "status", "isUser", "user_conviction", "user_conviction_value",
 )
 UINT256_KEYS = {"vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value"}
 TIMESTAMP_KEYS = ("created_at", "updated_at")

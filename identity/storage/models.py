@@ -148,8 +148,14 @@ class Identity(db.Model):
     is_user: Mapped[bool] = mapped_column(default=OFF_CHAIN["is_user"])
     user_conviction: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction"])
     user_conviction_value: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction_value"])
-    # The creator's EIP-712 signature of the content_id (identity.core.authorship), 0x and 130 hex digits; or null.
-    creator_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
+    # The creator's EIP-712 signature of the content_id (identity.core.authorship), or null: an ordinary wallet's
+    # is 0x and 130 hex digits; a contract wallet's (EIP-1271, EIP-6492) is as long as its contract needs. PostgreSQL
+    # holds it as text (migration 0010); SQLite never enforces a VARCHAR's length, so its column keeps the type
+    # 0006 gave it (changing a column's type on SQLite copies the table, which would lose its triggers).
+    creator_signature: Mapped[str | None] = mapped_column(String(132).with_variant(Text, "postgresql"), nullable=True)
+    # The chain on which a contract wallet's creator_signature holds (its EIP-155 id); null for an ordinary wallet's
+    # signature, which holds everywhere, and for an unsigned identity.
+    creator_signature_chain_id: Mapped[int | None] = mapped_column(types.BigInteger, nullable=True)
 
     creator: Mapped[User] = relationship(lazy="joined")
 

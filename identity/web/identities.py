@@ -24,6 +24,7 @@ from .auth import auth, current_caller
 from .metrics import IDENTITIES_CREATED
 from .openapi import (
     BODY,
+    CHAIN_UNAVAILABLE,
     CONTENT_EXAMPLE,
     CREATE_EXAMPLE,
     ETAG,
@@ -60,7 +61,8 @@ NOT_MODIFIED = {"description": "If-None-Match named the current ETag; no body.",
 CREATE_REFUSED = {
     "description": "Invalid or unknown fields, a body that is not an object, or a signature that is not the "
     "creator's, or that no wallet can have made though it fits the pattern (its r or s 0 or out of secp256k1's "
-    "range, its v not 27 or 28); errors names each field.",
+    "range, its v not 27 or 28), or for a contract wallet's, one its contract does not accept on "
+    "signature_chain_id, or a chain without an endpoint here; errors names each field.",
     "example": problem_body(422, "Invalid fields: display_name, nickname.", errors={
         "display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]}),
 }
@@ -163,12 +165,12 @@ CREATED_LINKS = {"links": {
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
 @problems(
-    BODY, 403, 409,
+    BODY, 403, 409, 503,
     _403="A User key named another creator, or the key is read-only (scope read).",
     _409={"description": "The same content exists; identity_id names it and Location points at it.",
           "example": problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
           "headers": {"Location": LOCATION}},
-    _422=CREATE_REFUSED,
+    _422=CREATE_REFUSED, _503=CHAIN_UNAVAILABLE,
 )
 def create_identity(fields):
     """Create an off-chain Identity.
@@ -186,7 +188,8 @@ def create_identity(fields):
 @operation("previewIdentity")
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(200, IdentityPreviewSchema, example=PREVIEW_EXAMPLE)
-@problems(BODY, 403, _403="A User key named another creator, or the key is read-only (scope read).", _422=CREATE_REFUSED)
+@problems(BODY, 403, 503, _403="A User key named another creator, or the key is read-only (scope read).",
+          _422=CREATE_REFUSED, _503=CHAIN_UNAVAILABLE)
 def preview_identity(fields):
     """Preview a create: the normalized content, its ids, whether it exists here, and the typed data that its
     creator signs (eth_signTypedData_v4) for a signed create; writes nothing.

@@ -41,7 +41,7 @@ _IDENTITY = SimpleNamespace(
     identity_hash=_ADDRESS.identity_hash, vault_id=0, corpora_id=None, semantic=None,
     created_at=_AT, updated_at=_AT, num_positions=0, assets_sum=0, conviction_sum=0, conviction_price=0,
     status="complete", is_user=False, user_conviction=0, user_conviction_value=0, **_ADDRESS.content,
-    creator_signature=None,
+    creator_signature=None, creator_signature_chain_id=None,
     creator=SimpleNamespace(
         id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=_AT, updated_at=_AT, last_login=_AT,
         wallet="0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045", role="User",
@@ -183,6 +183,14 @@ UNAVAILABLE = {
     "description": "The database does not answer (try again shortly), or its schema is not at the latest "
     "migration (the detail gives the command that fixes it).",
     "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
+}
+# A route that checks a contract wallet's signature on its chain (identity.core.contract_wallets) may also answer 503
+# when that chain's endpoint (IDENTITY_ETH_RPC_URLS) gives no usable answer.
+CHAIN_UNAVAILABLE = {
+    **UNAVAILABLE,
+    "description": UNAVAILABLE["description"] + " Or a contract wallet's signature could not be checked: its chain's "
+    "JSON-RPC endpoint (IDENTITY_ETH_RPC_URLS) is down, slow, or answered an error; the detail names the chain. "
+    "Nothing was accepted; retry after Retry-After seconds.",
 }
 
 # --- the problems an operation documents ------------------------------------------------------------

@@ -131,6 +131,7 @@ STATUSES = {
     errors.InvalidFields: 422,
     errors.TooManyStreams: 429,
     errors.BeyondGrant: 403,
+    errors.WalletChainUnavailable: 503,
     errors.InvalidParameters: 400,
     errors.ServiceError: 400,
 }
@@ -157,6 +158,11 @@ def handle_signin_refused(error):
     """401 needs a challenge (RFC 9110): the scheme this route answers, for the domain a message must name."""
     realm = current_app.config.get("IDENTITY_SIWE_DOMAIN") or ""
     return problem(401, error.detail, headers={"WWW-Authenticate": f'SIWE realm="{realm}"'}, **error.extra)
+
+
+def handle_chain_unavailable(error):
+    """503 with Retry-After: a contract wallet's chain not answering (WalletChainUnavailable)."""
+    return problem(503, error.detail, headers={"Retry-After": str(error.retry_after)}, **error.extra)
 
 
 def handle_not_ready(error):
@@ -188,6 +194,7 @@ def register_error_handlers(app):
     app.register_error_handler(IdentityExists, handle_identity_exists)
     app.register_error_handler(IdentityNotFound, handle_identity_not_found)
     app.register_error_handler(errors.SigninRefused, handle_signin_refused)
+    app.register_error_handler(errors.WalletChainUnavailable, handle_chain_unavailable)
     # A lost connection, a locked or unreachable database: the request may be retried as it is.
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(InterfaceError, handle_database_unavailable)

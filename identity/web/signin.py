@@ -7,7 +7,7 @@ from ..core.errors import SigninOff
 from ..schemas import SignedInSchema, SigninNonceSchema, signin_schema
 from . import blp, limits
 from .keys import ISSUED_EXAMPLE, ME_EXAMPLE
-from .openapi import BODY, UNAVAILABLE, operation, problems
+from .openapi import BODY, CHAIN_UNAVAILABLE, UNAVAILABLE, operation, problems
 from .problems import problem_body
 
 _WALLET = "0x745c96f26fa0E004E60E41d1411169408B45accA"
@@ -83,7 +83,8 @@ def get_signin_nonce():
 @blp.arguments(signin_schema, example=SIGNIN_EXAMPLE)
 @blp.response(201, SignedInSchema, example=SIGNED_IN_EXAMPLE, headers=NO_STORE,
               description="A key for the message's wallet, shown this once, and its user (a new wallet becomes a User).")
-@problems(BODY, 401, 403, 404, 429, 503, _401=REFUSED, _403=BEYOND_GRANT, _404=OFF, _422=NOT_A_MESSAGE, _429=BUDGET)
+@problems(BODY, 401, 403, 404, 429, 503, _401=REFUSED, _403=BEYOND_GRANT, _404=OFF, _422=NOT_A_MESSAGE, _429=BUDGET,
+          _503=CHAIN_UNAVAILABLE)
 def sign_in_with_ethereum(fields):
     """Sign in with Ethereum (EIP-4361): a wallet's personal_sign signature of a message naming a nonce, for a
     key of that wallet's user, issued by `siwe`.

@@ -238,7 +238,7 @@ def test_the_changes_page_lists_the_latest_entries_without_javascript(console, c
     assert f'data-stream="/admin/changes/stream?after={rows[0]}"' in page  # the script follows on from the last
 
 
-def test_the_status_page_shows_readiness_migration_database_and_counts(console, create, backend):
+def test_the_status_page_shows_readiness_migration_database_and_counts(app, console, create, backend):
     create({"display_name": "Counted"})
     page = console.text("/admin/status")
     head = ScriptDirectory(MIGRATIONS).get_current_head()

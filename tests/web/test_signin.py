@@ -262,10 +262,11 @@ def test_issued_at_more_than_five_minutes_ahead_is_refused(client):
     assert "Issued At" in refused(sign_in(client, message, signature), 5)
 
 
-def test_a_signature_by_another_wallet_is_refused_saying_contract_wallets_are_not_supported(client):
+def test_a_signature_by_another_wallet_is_refused_naming_the_chain_and_the_setting_without_an_endpoint(client):
     message = siwe_message(DOMAIN, WALLET, new_nonce(client))
     detail = refused(sign_in(client, message, sign_messages([(OTHER_KEY, message)])[0]), 6)
     assert "another wallet" in detail and "EIP-1271" in detail
+    assert "chain 1" in detail and "IDENTITY_ETH_RPC_URLS" in detail
 
 
 def test_a_truncated_signature_is_refused_and_its_nonce_spent(client):

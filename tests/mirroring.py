@@ -1,9 +1,11 @@
 """What the mirrors' tests share: Identity docs and feed entries made as an upstream makes them (and
-tampered with), and an upstream that lies: a small HTTP server on 127.0.0.1 that answers GET /changes
-in the contract's shape with whatever entries a test gives it."""
+tampered with), a mirror's state as GET /mirrors/<id> shows it and a wait for it, the identities stored, and
+an upstream that lies: a small HTTP server on 127.0.0.1 that answers GET /changes in the contract's shape
+with whatever entries a test gives it."""
 
 import json
 import threading
+import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -13,6 +15,9 @@ from eth_account.messages import encode_typed_data
 from eth_utils import keccak
 
 from identity.core import authorship, content
+from identity.data import mirrors
+from identity.storage.database import db
+from identity.storage.models import Identity
 
 CREATOR_KEY = "0x" + keccak(b"tests/mirroring creator").hex()
 CREATOR = Account.from_key(CREATOR_KEY).address
@@ -75,6 +80,29 @@ def forged(number):
 
 def now():
     return datetime.now(UTC)
+
+
+def state(app, mirror_id):
+    """The mirror's state, as GET /mirrors/<id> shows it."""
+    with app.app_context():
+        return mirrors.state(mirrors.get(mirror_id))
+
+
+def wait_for(app, mirror_id, condition, timeout=30):
+    """The mirror's state once condition(state) holds; the test fails if it does not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition(found := state(app, mirror_id)):
+        assert time.monotonic() < deadline, f"the mirror never got there: {found}"
+        time.sleep(0.1)
+    return found
+
+
+def stored(app):
+    """The identity_ids the app's database holds."""
+    with app.app_context():
+        found = {identity.identity_id for identity in db.session.query(Identity)}
+        db.session.commit()
+    return found
 
 
 class LyingUpstream:

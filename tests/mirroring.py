@@ -4,10 +4,8 @@ an upstream that lies: a small HTTP server on 127.0.0.1 that answers GET /change
 with whatever entries a test gives it."""
 
 import json
-import threading
 import time
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from eth_account import Account
@@ -18,6 +16,7 @@ from identity.core import authorship, content
 from identity.data import mirrors
 from identity.storage.database import db
 from identity.storage.models import Identity
+from tests.loopback import Loopback
 
 CREATOR_KEY = "0x" + keccak(b"tests/mirroring creator").hex()
 CREATOR = Account.from_key(CREATOR_KEY).address
@@ -105,7 +104,7 @@ def stored(app):
     return found
 
 
-class LyingUpstream:
+class LyingUpstream(Loopback):
     """GET /changes in the contract's shape (feed=eventsource, longpoll and normal, Feed-Head) from the
     entries a test sets, whatever they hold. `status`, when set, is answered instead (as a problem),
     except to a request after 0 when `refuse_after_start` (an upstream restored from an older backup
@@ -118,32 +117,7 @@ class LyingUpstream:
         self.status = None
         self.refuse_after_start = False
         self.requests = []
-        upstream = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                upstream.answer(self)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(GET=self.answer)
 
     def answer(self, handler):
         parts = urlsplit(handler.path)

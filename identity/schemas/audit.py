@@ -4,7 +4,7 @@ from datetime import UTC
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
 
-from .fields import WALLET_PATTERN
+from .fields import wallet_filter
 from .paging import cursor_field, limit_field, next_field
 
 HASH_PATTERN = r"^[0-9a-f]{64}$"
@@ -57,10 +57,7 @@ class AuditListArgsSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    actor = fields.String(
-        validate=validate.Regexp(WALLET_PATTERN, error="Not an Ethereum address: expected 0x and 40 hex digits."),
-        metadata={"pattern": WALLET_PATTERN, "description": "A wallet, in any case: only what it did."},
-    )
+    actor = wallet_filter("A wallet, in any case: only what it did.")
     action = fields.String(
         validate=[validate.Length(1, 64), validate.Regexp(ACTION_PATTERN, error="Not an action: e.g. key.revoke.")],
         metadata={"pattern": ACTION_PATTERN, "maxLength": 64, "description": "Only this action, e.g. key.revoke."},

@@ -15,7 +15,6 @@ from .fields import (
     MAX_URL_LENGTH,
     SIGNATURE_MAX_LENGTH,
     SIGNATURE_PATTERN,
-    WALLET_PATTERN,
     BigInt,
     CurationText,
     SearchText,
@@ -26,6 +25,7 @@ from .fields import (
     Url,
     Wallet,
     WholeNumber,
+    wallet_filter,
 )
 from .paging import MAX_PAGE_ITEMS, cursor_field, limit_field, next_field
 
@@ -239,14 +239,8 @@ class IdentityListArgsSchema(Schema):
     direction = fields.String(
         validate=validate.OneOf(("desc", "asc")), metadata={"description": "desc (default) or asc."}
     )
-    creator = fields.String(
-        validate=validate.Regexp(WALLET_PATTERN, error="Not an Ethereum address: expected 0x and 40 hex digits."),
-        metadata={
-            "description": "A wallet address, in any case: only that creator's identities.",
-            "pattern": WALLET_PATTERN,
-            "example": "0xd8da6bf26964af9d7eed9e03e53415d37aa96045",
-        },
-    )
+    creator = wallet_filter("A wallet address, in any case: only that creator's identities.",
+                            example="0xd8da6bf26964af9d7eed9e03e53415d37aa96045")
     status = fields.String(
         validate=validate.OneOf(STATUSES),
         metadata={"description": "Only identities in this status; `removed` needs an Admin key."},

@@ -3,7 +3,16 @@
 from marshmallow import RAISE, Schema, fields, validate, validates_schema
 
 from .common import UserSchema
-from .fields import CREATOR_PATTERN, MAX_SAFE_INTEGER, WALLET_PATTERN, CurationText, Timestamp, Wallet, WholeNumber
+from .fields import (
+    CREATOR_PATTERN,
+    MAX_SAFE_INTEGER,
+    WALLET_PATTERN,
+    CurationText,
+    Timestamp,
+    Wallet,
+    WholeNumber,
+    wallet_filter,
+)
 from .identities import identity_list_args_schema
 from .paging import MAX_PAGE_ITEMS, cursor_field, limit_field, next_field
 
@@ -113,10 +122,7 @@ class KeyListArgsSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    wallet = fields.String(
-        validate=validate.Regexp(WALLET_PATTERN, error="Not an Ethereum address: expected 0x and 40 hex digits."),
-        metadata={"pattern": WALLET_PATTERN, "description": "A wallet, in any case: only its keys."},
-    )
+    wallet = wallet_filter("A wallet, in any case: only its keys.")
     active = fields.Boolean(
         truthy={"true"},
         falsy={"false"},

@@ -14,7 +14,6 @@ identities as bench/scale.py writes them.
 
 import os
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -24,30 +23,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.inprocess import app_on, median_ms, migrated_app, timed, user_ids, wallets_with_keys  # noqa: E402
 from bench.run import SKIP_SCALE  # noqa: E402 - BENCH_QUICK=1 or BENCH_SKIP_1M=1
 from bench.scale import grow  # noqa: E402
 
 SIZE = int(os.environ.get("BENCH_AUDIT_SIZE") or (10_000 if SKIP_SCALE else 1_000_000))
 REPEAT = int(os.environ.get("BENCH_AUDIT_REPEAT") or 300)
 WRITE_GOAL, READ_GOAL = 1.1, 1.0
-SETTINGS = {"IDENTITY_RATELIMIT_READ": "100000000/minute", "IDENTITY_RATELIMIT_CREATE": "100000000/minute",
-            "IDENTITY_METRICS_ENABLED": False}
 ACTIONS = ("key.issue", "key.revoke", "webhook.change", "identity.take_down", "signin.siwe")
 COLUMNS = ("seq", "at", "actor_user_id", "actor_wallet", "actor_role", "actor_key_id", "actor_key_hint", "via",
            "action", "target_kind", "target_id", "outcome", "detail", "request_id", "client_address", "user_agent",
            "before", "after", "prev_hash", "hash")
-
-
-def median_ms(samples):
-    return statistics.median(samples) * 1000
-
-
-def timed(client, method, url, headers, times, **kwargs):
-    begin = time.perf_counter()
-    answer = client.open(url, method=method, headers=headers, **kwargs)
-    times.append(time.perf_counter() - begin)
-    if answer.status_code != 200:
-        raise RuntimeError(f"{method} {url}: {answer.status_code} {answer.get_data(as_text=True)[:300]}")
 
 
 def write_with_and_without(app, key):
@@ -131,32 +117,20 @@ def reads(app, key, creator, wallets):
 
 
 def main():
-    from flask_migrate import upgrade
-
-    from identity import create_app, seed
-
     with tempfile.TemporaryDirectory(prefix="identity-audit-") as folder:
         database = Path(folder) / "identity.db"
-        app = create_app({"DATABASE_URL": f"sqlite:///{database}", **SETTINGS})
-        with app.app_context():
-            upgrade()
-        wallets = [seed.new_wallet() for _ in range(10)]
-        admin_key = seed.issue_key(app, wallets[0], "Admin")
-        for wallet in wallets[1:]:
-            seed.issue_key(app, wallet, "User")
+        app = migrated_app(database)
+        wallets, admin_key = wallets_with_keys(app, 10)
         key = {"x-api-key": admin_key}
         write_with_and_without(app, key)
 
-        with sqlite3.connect(database) as connection:
-            ids = dict(connection.execute("SELECT wallet, id FROM users").fetchall())
-        connection.close()
+        creator_ids = user_ids(database, wallets)
         clock = time.monotonic()
-        grow(database, 0, SIZE, [ids[wallet] for wallet in wallets])
+        grow(database, 0, SIZE, creator_ids)
         fill_entries(database, SIZE, wallets)
         print(f"· {SIZE:,} identities and {SIZE:,} audit entries seeded in {time.monotonic() - clock:.1f} s", flush=True)
-        app = create_app({"DATABASE_URL": f"sqlite:///{database}", **SETTINGS})
+        app = app_on(database)
         reads(app, key, wallets[1], wallets)
-
 
 if __name__ == "__main__":
     main()

@@ -13,8 +13,6 @@ BENCH_CONSOLE_REPEAT.
 
 import os
 import re
-import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -23,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.inprocess import app_on, median_ms, migrated_app, timed, user_ids, wallets_with_keys  # noqa: E402
 from bench.run import SKIP_SCALE  # noqa: E402 - BENCH_QUICK=1 or BENCH_SKIP_1M=1
 from bench.scale import grow  # noqa: E402
 
@@ -30,8 +29,6 @@ SIZE = int(os.environ.get("BENCH_CONSOLE_IDENTITIES") or (10_000 if SKIP_SCALE e
 REPEAT = int(os.environ.get("BENCH_CONSOLE_REPEAT") or 200)
 CREATORS = 10
 GOAL = 2.0
-SETTINGS = {"IDENTITY_RATELIMIT_READ": "100000000/minute", "IDENTITY_RATELIMIT_CREATE": "100000000/minute",
-            "IDENTITY_METRICS_ENABLED": False}
 
 
 def signed_in_console(app, key):
@@ -45,36 +42,17 @@ def signed_in_console(app, key):
     return client
 
 
-def timed(client, url, headers, times):
-    begin = time.perf_counter()
-    answer = client.get(url, headers=headers)
-    times.append(time.perf_counter() - begin)
-    if answer.status_code != 200:
-        raise RuntimeError(f"GET {url}: {answer.status_code} {answer.get_data(as_text=True)[:300]}")
-
-
 def main():
-    from flask_migrate import upgrade
-
-    from identity import create_app, seed
-
     with tempfile.TemporaryDirectory(prefix="identity-console-") as folder:
         database = Path(folder) / "identity.db"
-        app = create_app({"DATABASE_URL": f"sqlite:///{database}", **SETTINGS})
-        with app.app_context():
-            upgrade()
-        wallets = [seed.new_wallet() for _ in range(CREATORS)]
-        admin_key = seed.issue_key(app, wallets[0], "Admin")
-        for wallet in wallets[1:]:
-            seed.issue_key(app, wallet, "User")
-        with sqlite3.connect(database) as connection:
-            ids = dict(connection.execute("SELECT wallet, id FROM users").fetchall())
-        connection.close()
+        app = migrated_app(database)
+        wallets, admin_key = wallets_with_keys(app, CREATORS)
+        creator_ids = user_ids(database, wallets)
         clock = time.monotonic()
-        grow(database, 0, SIZE, [ids[wallet] for wallet in wallets])
+        grow(database, 0, SIZE, creator_ids)
         print(f"· {SIZE:,} identities seeded in {time.monotonic() - clock:.1f} s", flush=True)
 
-        app = create_app({"DATABASE_URL": f"sqlite:///{database}", **SETTINGS})
+        app = app_on(database)
         api, console = app.test_client(), signed_in_console(app, admin_key)
         key = {"x-api-key": admin_key}
         listings = {
@@ -88,9 +66,9 @@ def main():
         for name, query in listings.items():
             samples = {"api": [], "console": []}
             for _ in range(REPEAT):
-                timed(api, "/identities" + query, key, samples["api"])
-                timed(console, "/admin/identities" + query, {}, samples["console"])
-            api_ms, console_ms = (statistics.median(samples[side]) * 1000 for side in ("api", "console"))
+                timed(api, "GET", "/identities" + query, key, samples["api"])
+                timed(console, "GET", "/admin/identities" + query, {}, samples["console"])
+            api_ms, console_ms = (median_ms(samples[side]) for side in ("api", "console"))
             ratio = console_ms / api_ms
             verdict = "met" if ratio <= GOAL else "MISSED"
             print(f"{name:<16}{api_ms:>18.2f}{console_ms:>20.2f}{ratio:>8.2f}  {verdict}", flush=True)

@@ -20,10 +20,8 @@ BENCH_QUICK=1), BENCH_KEEP=1 keeps the temporary directory. Skipped, saying so, 
 """
 
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,16 +34,13 @@ from eth_abi import encode  # noqa: E402
 from eth_account import Account  # noqa: E402
 from eth_account.messages import encode_defunct  # noqa: E402
 
-from bench.run import BIN, HOST, QUICK, ROOT, _env_int, flask_cli, free_port, stop_process_group, wait_until_ready  # noqa: E402
-from bench.signin import UNSPENDABLE, Worker, call, message_for, say, server_times  # noqa: E402
+from bench.run import HOST, QUICK, _env_int, flask_cli, stop_process_group  # noqa: E402
+from bench.signin import Worker, call, clean_up, in_turns, message_for, say, serve, server_times  # noqa: E402
 from identity.core import contract_wallets  # noqa: E402
 
 GOAL_MS = 5.0
-BLOCK = 20
 CHAIN = 31337
 SIGNINS = _env_int("BENCH_CONTRACT_SIGNINS", 40 if QUICK else 200)
-KEEP = os.environ.get("BENCH_KEEP") == "1"
-DOMAIN = "bench.identity.test"
 
 
 def contract_message(address, offered, number):
@@ -102,29 +97,16 @@ def main():
         node = Anvil(CHAIN)
         safe = node.viem([{"op": "deploy", "owners": [wallets.address_of(key) for key in OWNER_KEYS]}])[0]["safe1of1"]
         flask_cli(database, "db", "upgrade")
-        port = free_port()
-        env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", "HOST": HOST, "PORT": str(port),
-               "WEB_CONCURRENCY": "1", "IDENTITY_SIWE_DOMAIN": DOMAIN, "IDENTITY_LOG_LEVEL": "INFO",
-               "IDENTITY_ETH_RPC_URLS": f"{CHAIN}={node.url}", **UNSPENDABLE}
-        with open(log_path, "ab") as log:
-            process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"], cwd=ROOT, env=env,
-                                       stdout=log, stderr=log, start_new_session=True)
-        url = f"http://{HOST}:{port}"
-        wait_until_ready(process, url, log_path, "gunicorn", 60)
+        process, url = serve(database, log_path, IDENTITY_ETH_RPC_URLS=f"{CHAIN}={node.url}")
         say(f"{SIGNINS} sign-ins of a 1-of-1 Safe and {SIGNINS} of an ordinary wallet, one at a time, on anvil")
         bodies = {"safe": safe_bodies(url, node, safe, OWNER_KEYS[0]), "ordinary": ordinary_bodies(url, Account.create())}
-        ids, worker = {"safe": [], "ordinary": []}, Worker(process)
-        for start in range(0, SIGNINS, BLOCK):
-            for kind in ("safe", "ordinary"):
-                block = [(f"bench-{kind}-{number}", body) for number, body in enumerate(bodies[kind][start:start + BLOCK], start)]
+        worker = Worker(process)
 
-                def send(block=block):
-                    for request_id, body in block:
-                        status, answer = call(f"{url}/auth/siwe", body, {"X-Request-ID": request_id})
-                        assert status == 201, answer
+        def send(request_id, body):
+            status, answer = call(f"{url}/auth/siwe", body, {"X-Request-ID": request_id})
+            assert status == 201, answer
 
-                worker.measure(kind, send)
-                ids[kind] += [request_id for request_id, _ in block]
+        ids = in_turns(worker, bodies, SIGNINS, send)
         trips = round_trips(node.url, safe, bodies["safe"][0])
         stop_process_group(process)  # every access line is written
         times = server_times(log_path)
@@ -143,10 +125,7 @@ def main():
         stop_process_group(process)
         if node is not None:
             node.stop()
-        if KEEP:
-            say(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        clean_up(process, workdir)
 
 
 if __name__ == "__main__":

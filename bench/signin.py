@@ -119,17 +119,27 @@ def creates(url, wallet, key, worker):
         typed_data = authorship.typed_data(content.address(signed).content_id)
         signed["signature"] = wallet.sign_message(encode_typed_data(full_message=typed_data)).signature.to_0x_hex()
         bodies["signed"].append(signed)
-    ids = {"unsigned": [], "signed": []}
-    for start in range(0, CREATES, BLOCK):
-        for kind in ("unsigned", "signed"):
+
+    def send(request_id, body):
+        status, answer = call(f"{url}/identity", body, {"x-api-key": key, "X-Request-ID": request_id})
+        assert status == 201, answer
+
+    return in_turns(worker, bodies, CREATES, send)
+
+
+def in_turns(worker, bodies, count, send):
+    """Send the first `count` bodies of each kind of `bodies` ({kind: [body, ...]}) by send(request_id, body), the
+    kinds taking turns in blocks of BLOCK, each block measured by `worker` as its kind's; the request ids by kind."""
+    ids = {kind: [] for kind in bodies}
+    for start in range(0, count, BLOCK):
+        for kind in bodies:
             block = [(f"bench-{kind}-{number}", body) for number, body in enumerate(bodies[kind][start:start + BLOCK], start)]
 
-            def send(block=block):
+            def send_block(block=block):
                 for request_id, body in block:
-                    status, answer = call(f"{url}/identity", body, {"x-api-key": key, "X-Request-ID": request_id})
-                    assert status == 201, answer
+                    send(request_id, body)
 
-            worker.measure(kind, send)
+            worker.measure(kind, send_block)
             ids[kind] += [request_id for request_id, _ in block]
     return ids
 
@@ -149,6 +159,35 @@ def figures(times, ids):
     return statistics.median(values), values[int(len(values) * 0.9) - 1]
 
 
+def serve(database, log_path, **settings):
+    """gunicorn serving `database` as `make run` does (gunicorn.conf.py, one gevent worker), with sign-in on for
+    DOMAIN, budgets the run cannot spend and `settings`, its log in `log_path`: (its process, its URL) once it
+    answers."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", "HOST": HOST, "PORT": str(port),
+           "WEB_CONCURRENCY": "1", "IDENTITY_SIWE_DOMAIN": DOMAIN, "IDENTITY_LOG_LEVEL": "INFO", **settings,
+           **UNSPENDABLE}
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"], cwd=ROOT, env=env,
+                                   stdout=log, stderr=log, start_new_session=True)
+    url = f"http://{HOST}:{port}"
+    try:
+        wait_until_ready(process, url, log_path, "gunicorn", 60)
+    except BaseException:
+        stop_process_group(process)  # the caller never holds a process that did not start
+        raise
+    return process, url
+
+
+def clean_up(process, workdir):
+    """Stop gunicorn (if it runs) and remove the temporary directory, unless BENCH_KEEP=1 keeps it."""
+    stop_process_group(process)
+    if KEEP:
+        say(f"kept {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main():
     workdir = Path(tempfile.mkdtemp(prefix="identity-bench-signin-"))
     database = workdir / "identity.db"
@@ -156,14 +195,7 @@ def main():
     process = None
     try:
         flask_cli(database, "db", "upgrade")
-        port = free_port()
-        env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", "HOST": HOST, "PORT": str(port),
-               "WEB_CONCURRENCY": "1", "IDENTITY_SIWE_DOMAIN": DOMAIN, "IDENTITY_LOG_LEVEL": "INFO", **UNSPENDABLE}
-        with open(log_path, "ab") as log:
-            process = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"], cwd=ROOT, env=env,
-                                       stdout=log, stderr=log, start_new_session=True)
-        url = f"http://{HOST}:{port}"
-        wait_until_ready(process, url, log_path, "gunicorn", 60)
+        process, url = serve(database, log_path)
         wallet, worker = Account.create(), Worker(process)
         say(f"{SIGNINS} sign-ins, then {CREATES} unsigned and {CREATES} signed creates, one at a time")
         key, signin_ids = sign_ins(url, wallet, worker)
@@ -183,11 +215,7 @@ def main():
               f"{'met' if ratio <= SIGNED_CREATE_GOAL else 'MISSED'}; worker CPU a create: unsigned "
               f"{cpu_ms.get('unsigned', float('nan')):.2f} ms, signed {cpu_ms.get('signed', float('nan')):.2f} ms")
     finally:
-        stop_process_group(process)
-        if KEEP:
-            say(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        clean_up(process, workdir)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,14 @@ answer stops at `cap` bytes, so a test ends even against a mirror that reads wit
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from tests.loopback import Loopback
 
 CAP = 256 * 1024 * 1024
 
 
-class HostileUpstream:
+class HostileUpstream(Loopback):
     def __init__(self, entries=(), endless_event=False, oversized_page=False, streams=True, page_entries=1_000_000,
                  entry_bytes=120, cap=CAP):
         self.entries = list(entries)
@@ -34,35 +35,13 @@ class HostileUpstream:
         self.sent = 0
         self.requests = []
         self.lock = threading.Lock()
-        upstream = self
+        super().__init__(GET=self.answer_until_hung_up)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                try:
-                    upstream.answer(self)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the mirror hung up: what it does against a hostile answer
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def answer_until_hung_up(self, handler):
+        try:
+            self.answer(handler)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the mirror hung up: what it does against a hostile answer
 
     def answer(self, handler):
         parts = urlsplit(handler.path)

@@ -1,11 +1,11 @@
 """What the mirrors' tests share: Identity docs and feed entries made as an upstream makes them (and
-tampered with), and an upstream that lies: a small HTTP server on 127.0.0.1 that answers GET /changes
-in the contract's shape with whatever entries a test gives it."""
+tampered with), a mirror's state as GET /mirrors/<id> shows it and a wait for it, the identities stored, and
+an upstream that lies: a small HTTP server on 127.0.0.1 that answers GET /changes in the contract's shape
+with whatever entries a test gives it."""
 
 import json
-import threading
+import time
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from eth_account import Account
@@ -13,6 +13,10 @@ from eth_account.messages import encode_typed_data
 from eth_utils import keccak
 
 from identity.core import authorship, content
+from identity.data import mirrors
+from identity.storage.database import db
+from identity.storage.models import Identity
+from tests.loopback import Loopback
 
 CREATOR_KEY = "0x" + keccak(b"tests/mirroring creator").hex()
 CREATOR = Account.from_key(CREATOR_KEY).address
@@ -77,7 +81,30 @@ def now():
     return datetime.now(UTC)
 
 
-class LyingUpstream:
+def state(app, mirror_id):
+    """The mirror's state, as GET /mirrors/<id> shows it."""
+    with app.app_context():
+        return mirrors.state(mirrors.get(mirror_id))
+
+
+def wait_for(app, mirror_id, condition, timeout=30):
+    """The mirror's state once condition(state) holds; the test fails if it does not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition(found := state(app, mirror_id)):
+        assert time.monotonic() < deadline, f"the mirror never got there: {found}"
+        time.sleep(0.1)
+    return found
+
+
+def stored(app):
+    """The identity_ids the app's database holds."""
+    with app.app_context():
+        found = {identity.identity_id for identity in db.session.query(Identity)}
+        db.session.commit()
+    return found
+
+
+class LyingUpstream(Loopback):
     """GET /changes in the contract's shape (feed=eventsource, longpoll and normal, Feed-Head) from the
     entries a test sets, whatever they hold. `status`, when set, is answered instead (as a problem),
     except to a request after 0 when `refuse_after_start` (an upstream restored from an older backup
@@ -90,32 +117,7 @@ class LyingUpstream:
         self.status = None
         self.refuse_after_start = False
         self.requests = []
-        upstream = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                upstream.answer(self)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(GET=self.answer)
 
     def answer(self, handler):
         parts = urlsplit(handler.path)

@@ -5,12 +5,13 @@ import bisect
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from tests.loopback import Loopback
 
-class Receiver:
+
+class Receiver(Loopback):
     """`answer(delivery_number)` -> (status, headers) for each POST; by default 204.
 
     `deliveries` lists what arrived: {"id", "seq", "entry", "verified", "status"}. `secret` must be
@@ -24,27 +25,14 @@ class Receiver:
         self.secret = None
         self.deliveries = []
         self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as the deliverer expects
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                receiver.receive(self, body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(POST=self.receive)
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        return f"{super().url}/hook"
 
-    def receive(self, handler, body):
+    def receive(self, handler):
+        body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
         if self.delay:
             time.sleep(self.delay)
         try:
@@ -75,14 +63,6 @@ class Receiver:
                 return True
             time.sleep(0.05)
         return condition(self)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def check_every_entry_in_order(deliveries, seqs):

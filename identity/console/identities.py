@@ -3,14 +3,13 @@ field, its content checked against its id, its creator and signature, its histor
 Restore), through the core functions GET /identities, GET and PATCH /identity/<id> use."""
 
 from flask import g, redirect, request, url_for
-from marshmallow import ValidationError
 
 from ..core import authorship, browse, content, curation, history, identities
-from ..core.errors import IdentityNotFound, InvalidParameters, PreconditionFailed
+from ..core.errors import IdentityNotFound, PreconditionFailed
 from ..core.signatures import SignatureError
 from ..schemas import SORT_KEYS, STATUSES, identity_body, identity_list_args_schema, identity_schema
 from . import bp
-from .pages import error_page, field_messages, render
+from .pages import error_page, listing, render
 
 # The listing's query parameters that the page's form and links carry.
 LISTING = ("q", "status", "creator", "sortBy", "direction", "cursor")
@@ -25,17 +24,8 @@ DONE = {"removed": "The identity is taken down: it answers 410 Gone and is left 
 @bp.route("/identities")
 def identities_page():
     """Identities: the listing's search, filters, order and cursor, as GET /identities takes them."""
-    asked = {name: value for name in LISTING if (value := request.args.get(name, "").strip())}
-    page, errors = None, {}
-    try:
-        page = browse.list_identities(identity_list_args_schema.load(asked), g.session.caller)
-    except ValidationError as invalid:
-        errors = field_messages(invalid.normalized_messages())
-    except InvalidParameters as invalid:
-        errors = field_messages(invalid.errors)
-    filters = {name: value for name, value in asked.items() if name != "cursor"}
-    return render("identities.html", 200 if page else 400, page=page, asked=asked, filters=filters, errors=errors,
-                  statuses=STATUSES, sort_keys=SORT_KEYS)
+    shown = listing(LISTING, identity_list_args_schema.load, lambda args: browse.list_identities(args, g.session.caller))
+    return render("identities.html", 200 if shown["page"] else 400, **shown, statuses=STATUSES, sort_keys=SORT_KEYS)
 
 
 @bp.route("/identities/<identity_id>")

@@ -10,10 +10,9 @@ from flask import g, redirect, request, url_for
 from marshmallow import ValidationError
 
 from ..core import keys
-from ..core.errors import InvalidParameters
 from ..schemas import KeyCreateSchema, KeyListArgsSchema
 from . import bp
-from .pages import field_messages, render
+from .pages import field_messages, listing, render
 
 # What the issue form offers for expires_in, in seconds ("" for never).
 EXPIRIES = (("", "never"), ("3600", "in 1 hour"), ("86400", "in 1 day"), ("2592000", "in 30 days"),
@@ -33,18 +32,9 @@ def keys_page():
 
 
 def _keys_page(status=200, form=None, form_errors=None):
-    asked = {name: value for name in LISTING if (value := request.args.get(name, "").strip())}
-    page, errors = None, {}
-    try:
-        page = keys.list_keys(_list_args.load(asked))
-    except ValidationError as invalid:
-        errors = field_messages(invalid.normalized_messages())
-    except InvalidParameters as invalid:
-        errors = field_messages(invalid.errors)
-    filters = {name: value for name, value in asked.items() if name != "cursor"}
-    return render("keys.html", status if page else 400, page=page, asked=asked, filters=filters, errors=errors,
-                  form=form or {}, form_errors=form_errors or {}, expiries=EXPIRIES, states=STATES,
-                  done=DONE.get(request.args.get("done")))
+    shown = listing(LISTING, _list_args.load, keys.list_keys)
+    return render("keys.html", status if shown["page"] else 400, **shown, form=form or {},
+                  form_errors=form_errors or {}, expiries=EXPIRIES, states=STATES, done=DONE.get(request.args.get("done")))
 
 
 @bp.route("/keys", methods=["POST"])

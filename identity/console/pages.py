@@ -6,6 +6,7 @@ Jinja escapes every value it writes (autoescape, on for .html templates)."""
 import logging
 
 from flask import g, jsonify, redirect, render_template, request, url_for
+from marshmallow import ValidationError
 from sqlalchemy.exc import InterfaceError, InternalError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
@@ -50,6 +51,22 @@ def field_messages(messages):
     """A form's messages by field ({field: [message, ...]}, marshmallow's or InvalidParameters'), each field's
     as one line of text for the page."""
     return {name: " ".join(map(str, texts)) for name, texts in messages.items()}
+
+
+def listing(names, load, lister):
+    """A listing page's query as its form and links carry it: `asked`, the parameters of `names` the request has
+    (blank ones left out); `page`, lister(load(asked)), or None when the query is refused; `filters`, what was
+    asked but the cursor; and `errors`, the refusal's messages by field."""
+    asked = {name: value for name in names if (value := request.args.get(name, "").strip())}
+    page, refused = None, {}
+    try:
+        page = lister(load(asked))
+    except ValidationError as invalid:
+        refused = field_messages(invalid.normalized_messages())
+    except errors.InvalidParameters as invalid:
+        refused = field_messages(invalid.errors)
+    filters = {name: value for name, value in asked.items() if name != "cursor"}
+    return {"page": page, "asked": asked, "filters": filters, "errors": refused}
 
 
 def render(template, status=200, **context):

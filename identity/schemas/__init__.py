@@ -7,10 +7,7 @@ from .audit import AuditEntrySchema, AuditListArgsSchema, AuditPageSchema
 from .changes import FEEDS, ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, ChangeSchema, LastEventIdSchema
 from .common import ProblemSchema, StatusSchema, UserSchema
 from .identities import (
-    CURSOR_PATTERN,
     IMMUTABLE,
-    MAX_CURSOR_LENGTH,
-    MAX_PAGE_ITEMS,
     SORT_KEYS,
     STATUSES,
     IdentityContentSchema,
@@ -42,6 +39,7 @@ from .keys import (
     UserWithCountSchema,
 )
 from .mirrors import MirrorCreateSchema, MirrorListSchema, MirrorPatchSchema, MirrorSchema
+from .paging import CURSOR_PATTERN, MAX_CURSOR_LENGTH, MAX_PAGE_ITEMS
 from .portable import IdentityImportSchema, identity_import_schema
 from .wallets import (
     IdentityPreviewSchema,

@@ -4,8 +4,8 @@ from datetime import UTC
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
 
-from .fields import WALLET_PATTERN
-from .identities import CURSOR_PATTERN, MAX_CURSOR_LENGTH
+from .fields import wallet_filter
+from .paging import cursor_field, limit_field, next_field
 
 HASH_PATTERN = r"^[0-9a-f]{64}$"
 ACTION_PATTERN = r"^[a-z_]+(\.[a-z_]+)*$"
@@ -57,10 +57,7 @@ class AuditListArgsSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    actor = fields.String(
-        validate=validate.Regexp(WALLET_PATTERN, error="Not an Ethereum address: expected 0x and 40 hex digits."),
-        metadata={"pattern": WALLET_PATTERN, "description": "A wallet, in any case: only what it did."},
-    )
+    actor = wallet_filter("A wallet, in any case: only what it did.")
     action = fields.String(
         validate=[validate.Length(1, 64), validate.Regexp(ACTION_PATTERN, error="Not an action: e.g. key.revoke.")],
         metadata={"pattern": ACTION_PATTERN, "maxLength": 64, "description": "Only this action, e.g. key.revoke."},
@@ -74,17 +71,8 @@ class AuditListArgsSchema(Schema):
                                  metadata={"description": "Only entries at or after this time (RFC 3339)."})
     until = fields.AwareDateTime(default_timezone=UTC, error_messages={"invalid": MOMENT_ERROR},
                                  metadata={"description": "Only entries at or before this time (RFC 3339)."})
-    limit = fields.Integer(
-        validate=validate.Range(1, 100),
-        metadata={"description": "Entries per page, 1 to 100 (default 20; with a cursor, the cursor's).", "example": 20},
-    )
-    cursor = fields.String(
-        validate=[
-            validate.Length(1, MAX_CURSOR_LENGTH),
-            validate.Regexp(CURSOR_PATTERN, error="Not a cursor this service issued; use the next of a page."),
-        ],
-        metadata={"pattern": CURSOR_PATTERN, "description": "The `next` of a previous page: continues that listing."},
-    )
+    limit = limit_field("Entries")
+    cursor = cursor_field()
 
 
     @post_load
@@ -103,6 +91,4 @@ class AuditListArgsSchema(Schema):
 class AuditPageSchema(Schema):
     limit = fields.Integer(required=True, metadata={"minimum": 1, "maximum": 100})
     data = fields.List(fields.Nested(AuditEntrySchema), required=True, metadata={"description": "Newest first."})
-    next = fields.String(
-        required=True, allow_none=True, metadata={"description": "Cursor of the next page; null on the last page."}
-    )
+    next = next_field()

@@ -318,3 +318,11 @@ class SearchText(validate.Validator):
         if _bad_characters(value):
             raise ValidationError("Must not contain control characters.")
         return value
+
+
+def wallet_filter(description, **metadata):
+    """A query parameter naming a wallet, in any case, to list only what concerns it."""
+    return fields.String(
+        validate=validate.Regexp(WALLET_PATTERN, error="Not an Ethereum address: expected 0x and 40 hex digits."),
+        metadata={"pattern": WALLET_PATTERN, "description": description, **metadata},
+    )

@@ -15,7 +15,6 @@ from .fields import (
     MAX_URL_LENGTH,
     SIGNATURE_MAX_LENGTH,
     SIGNATURE_PATTERN,
-    WALLET_PATTERN,
     BigInt,
     CurationText,
     SearchText,
@@ -26,7 +25,9 @@ from .fields import (
     Url,
     Wallet,
     WholeNumber,
+    wallet_filter,
 )
+from .paging import MAX_PAGE_ITEMS, cursor_field, limit_field, next_field
 
 STATUSES = ("pending", "complete", "removed", "error")
 
@@ -209,10 +210,7 @@ class IdentityPatchSchema(Schema):
 
 # --- Browse and search (identity.core.browse) ---------------------------------------------------------
 
-MAX_PAGE_ITEMS = 10_000  # page × limit; a cursor goes deeper
 SORT_KEYS = ("created_at", "updated_at", "display_name", "num_positions")
-MAX_CURSOR_LENGTH = 1400
-CURSOR_PATTERN = r"^[A-Za-z0-9_.-]+$"
 
 
 class IdentityListArgsSchema(Schema):
@@ -221,11 +219,7 @@ class IdentityListArgsSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    limit = fields.Integer(
-        strict=False,
-        validate=validate.Range(1, 100),
-        metadata={"description": "Items per page, 1 to 100 (default 20; with a cursor, the cursor's).", "example": 20},
-    )
+    limit = limit_field()
     page = fields.Integer(
         validate=validate.Range(1, MAX_PAGE_ITEMS),
         metadata={
@@ -234,16 +228,9 @@ class IdentityListArgsSchema(Schema):
             "example": 1,
         },
     )
-    cursor = fields.String(
-        validate=[
-            validate.Length(1, MAX_CURSOR_LENGTH),
-            validate.Regexp(CURSOR_PATTERN, error="Not a cursor this service issued; use the next of a page."),
-        ],
-        metadata={
-            "pattern": CURSOR_PATTERN,
-            "description": "The `next` of a previous page: continues that listing (same filters and order) "
-            "exactly, however deep. Filters sent with it must equal the cursor's.",
-        },
+    cursor = cursor_field(
+        "The `next` of a previous page: continues that listing (same filters and order) exactly, however deep. "
+        "Filters sent with it must equal the cursor's."
     )
     sortBy = fields.String(
         validate=validate.OneOf(SORT_KEYS),
@@ -252,14 +239,8 @@ class IdentityListArgsSchema(Schema):
     direction = fields.String(
         validate=validate.OneOf(("desc", "asc")), metadata={"description": "desc (default) or asc."}
     )
-    creator = fields.String(
-        validate=validate.Regexp(WALLET_PATTERN, error="Not an Ethereum address: expected 0x and 40 hex digits."),
-        metadata={
-            "description": "A wallet address, in any case: only that creator's identities.",
-            "pattern": WALLET_PATTERN,
-            "example": "0xd8da6bf26964af9d7eed9e03e53415d37aa96045",
-        },
-    )
+    creator = wallet_filter("A wallet address, in any case: only that creator's identities.",
+                            example="0xd8da6bf26964af9d7eed9e03e53415d37aa96045")
     status = fields.String(
         validate=validate.OneOf(STATUSES),
         metadata={"description": "Only identities in this status; `removed` needs an Admin key."},
@@ -299,9 +280,7 @@ class IdentityPageSchema(Schema):
         required=True, metadata={"minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": "Identities matching the filters."}
     )
     data = fields.List(fields.Nested(IdentitySchema), required=True)
-    next = fields.String(
-        required=True, allow_none=True, metadata={"description": "Cursor of the next page; null on the last page."}
-    )
+    next = next_field()
 
 
 # One instance of each, shared by the HTTP routes and the Python API (identity.seed), so that both

@@ -3,8 +3,18 @@
 from marshmallow import RAISE, Schema, fields, validate, validates_schema
 
 from .common import UserSchema
-from .fields import CREATOR_PATTERN, MAX_SAFE_INTEGER, WALLET_PATTERN, CurationText, Timestamp, Wallet, WholeNumber
-from .identities import CURSOR_PATTERN, MAX_CURSOR_LENGTH, MAX_PAGE_ITEMS, identity_list_args_schema
+from .fields import (
+    CREATOR_PATTERN,
+    MAX_SAFE_INTEGER,
+    WALLET_PATTERN,
+    CurationText,
+    Timestamp,
+    Wallet,
+    WholeNumber,
+    wallet_filter,
+)
+from .identities import identity_list_args_schema
+from .paging import MAX_PAGE_ITEMS, cursor_field, limit_field, next_field
 
 SCOPES = ("write", "read")
 KEY_PATTERN = r"^idsk_[A-Za-z0-9_-]{43}$"
@@ -112,31 +122,19 @@ class KeyListArgsSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    wallet = fields.String(
-        validate=validate.Regexp(WALLET_PATTERN, error="Not an Ethereum address: expected 0x and 40 hex digits."),
-        metadata={"pattern": WALLET_PATTERN, "description": "A wallet, in any case: only its keys."},
-    )
+    wallet = wallet_filter("A wallet, in any case: only its keys.")
     active = fields.Boolean(
         truthy={"true"},
         falsy={"false"},
         metadata={"description": "true: keys that work now (a rotated-out key until its grace ends); false: the others."},
     )
     # Paged as GET /identities is, with the same bounds and the same refusals.
-    limit = fields.Integer(
-        validate=validate.Range(1, 100),
-        metadata={"description": "Items per page, 1 to 100 (default 20; with a cursor, the cursor's).", "example": 20},
-    )
+    limit = limit_field()
     page = fields.Integer(
         validate=validate.Range(1, MAX_PAGE_ITEMS),
         metadata={"description": f"1-based page number (default 1); page × limit may not exceed {MAX_PAGE_ITEMS:,}."},
     )
-    cursor = fields.String(
-        validate=[
-            validate.Length(1, MAX_CURSOR_LENGTH),
-            validate.Regexp(CURSOR_PATTERN, error="Not a cursor this service issued; use the next of a page."),
-        ],
-        metadata={"pattern": CURSOR_PATTERN, "description": "The `next` of a previous page: continues that listing."},
-    )
+    cursor = cursor_field()
 
     @validates_schema
     def check_page_bounds(self, data, **kwargs):
@@ -150,9 +148,7 @@ class KeyPageSchema(Schema):
         required=True, metadata={"minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": "Keys matching the filters."}
     )
     data = fields.List(fields.Nested(KeySchema), required=True, metadata={"description": "Newest first."})
-    next = fields.String(
-        required=True, allow_none=True, metadata={"description": "Cursor of the next page; null on the last page."}
-    )
+    next = next_field()
 
 
 class MeSchema(Schema):

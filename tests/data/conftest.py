@@ -1,9 +1,11 @@
-"""Fixtures of the data tests: more than one database, for instances that copy from each other."""
+"""Fixtures of the data tests: more than one database, for instances that copy from each other, and a
+mirrors' follower started as a serving process starts it."""
 
 import shutil
 
 import pytest
 
+from identity.data import follower
 from tests.conftest import migrate
 
 
@@ -36,3 +38,10 @@ def instance_databases(backend, tmp_path, request):
     if backend == "postgresql":
         for url in made:
             server.drop_database(url)
+
+
+@pytest.fixture
+def following(app):
+    """Start the app's follower (as a serving process would); stopped at the end of the test."""
+    yield lambda: follower.start(app)
+    follower.stop(app)

@@ -2,44 +2,14 @@
 /changes in the contract's shape with tampered content, wrong ids and forged signatures. Nothing of them is
 stored and each is counted; a position the upstream refuses pauses the mirror with a clear last_error."""
 
-import time
 
 import pytest
 
 from identity.core import content
-from identity.data import follower, mirrors
-from identity.storage.database import db
-from identity.storage.models import Identity
-from tests.mirroring import LyingUpstream, doc, entry, forged, sign, tampered, wrong_id
+from identity.data import mirrors
+from tests.mirroring import LyingUpstream, doc, entry, forged, sign, stored, tampered, wait_for, wrong_id
 
 UPSTREAM_KEY = "idsk_what-the-lying-upstream-is-sent"
-
-
-def state(app, mirror_id):
-    with app.app_context():
-        return mirrors.state(mirrors.get(mirror_id))
-
-
-def wait_for(app, mirror_id, condition, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not condition(found := state(app, mirror_id)):
-        assert time.monotonic() < deadline, f"the mirror never got there: {found}"
-        time.sleep(0.1)
-    return found
-
-
-def stored(app):
-    with app.app_context():
-        found = {identity.identity_id for identity in db.session.query(Identity)}
-        db.session.commit()
-    return found
-
-
-@pytest.fixture
-def following(app):
-    """Start the app's follower (as a serving process would); stopped at the end of the test."""
-    yield lambda: follower.start(app)
-    follower.stop(app)
 
 
 @pytest.mark.parametrize("streams", [True, False], ids=["event-stream", "no-stream-long-polls"])

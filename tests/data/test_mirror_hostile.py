@@ -14,39 +14,12 @@ from sqlalchemy import text
 from identity.data import follower, mirror_batches, mirrors
 from identity.data.upstream import MAX_EVENT_BYTES, PAGE, Upstream, UpstreamError
 from identity.storage.database import db
-from identity.storage.models import Identity
 from tests.hostile_upstream import HostileUpstream
-from tests.mirroring import doc, entry, tampered
+from tests.mirroring import doc, entry, state, stored, tampered, wait_for
 
 KEY = "idsk_what-the-hostile-upstream-is-sent"
 POISON_AT = "0001-01-01T00:00:00+14:00"  # RFC 3339, but before year 1 once in UTC
 MB = 1024 * 1024
-
-
-def state(app, mirror_id):
-    with app.app_context():
-        return mirrors.state(mirrors.get(mirror_id))
-
-
-def wait_for(app, mirror_id, condition, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not condition(found := state(app, mirror_id)):
-        assert time.monotonic() < deadline, f"the mirror never got there: {found}"
-        time.sleep(0.1)
-    return found
-
-
-def stored(app):
-    with app.app_context():
-        found = {identity.identity_id for identity in db.session.query(Identity)}
-        db.session.commit()
-    return found
-
-
-@pytest.fixture
-def following(app):
-    yield lambda: follower.start(app)
-    follower.stop(app)
 
 
 def register(app, upstream):

@@ -24,6 +24,7 @@ import {
   http, keccak256, serializeErc6492Signature, stringToHex, zeroAddress,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { answerEach, withoutDomainType } from "./batch.mjs";
 
 const require = createRequire(import.meta.url);
 const artifact = (path) => require(`@safe-global/safe-contracts/build/artifacts/contracts/${path}`);
@@ -119,12 +120,6 @@ async function signSafe({ safe, chainId, hash, privateKeys }) {
   return concatHex(signatures);
 }
 
-function withoutDomainType(typedData) {
-  const types = { ...typedData.types };
-  delete types.EIP712Domain;
-  return { ...typedData, types };
-}
-
 async function answer(request) {
   switch (request.op) {
     case "deploy":
@@ -148,14 +143,4 @@ async function answer(request) {
   }
 }
 
-const chunks = [];
-for await (const chunk of process.stdin) chunks.push(chunk);
-const answers = [];
-for (const request of JSON.parse(Buffer.concat(chunks).toString("utf8"))) {
-  try {
-    answers.push(await answer(request));
-  } catch (error) {
-    answers.push({ error: error.shortMessage ?? error.message });
-  }
-}
-process.stdout.write(JSON.stringify(answers));
+await answerEach(answer);

@@ -7,16 +7,16 @@
 //   {"op": "verifyMessage", "message", "signature"}         -> {"address"}
 //   {"op": "verifyTypedData", "typedData", "signature"}     -> {"address"}
 //   {"op": "hashTypedData", "typedData"}                    -> {"hash"}
-// typedData is the object eth_signTypedData_v4 takes ({types, primaryType, domain, message}); ethers
-// derives EIP712Domain from the domain's fields itself, so it is left out of the types it is given, as
-// a dapp calling ethers does. A request that ethers refuses answers {"error": its message}.
+// typedData is the object eth_signTypedData_v4 takes ({types, primaryType, domain, message}), given to ethers
+// without EIP712Domain (batch.mjs). A request that ethers refuses answers {"error": its message}.
 
 import { TypedDataEncoder, Wallet, verifyMessage, verifyTypedData } from "ethers";
+import { answerEach, withoutDomainType } from "./batch.mjs";
 
-function withoutDomainType(typedData) {
-  const types = { ...typedData.types };
-  delete types.EIP712Domain;
-  return [typedData.domain, types, typedData.message];
+// ethers' arguments for typed data: (domain, types, message).
+function ethersArgs(typedData) {
+  const { domain, types, message } = withoutDomainType(typedData);
+  return [domain, types, message];
 }
 
 async function answer(request) {
@@ -26,26 +26,16 @@ async function answer(request) {
     case "signMessage":
       return { signature: await new Wallet(request.privateKey).signMessage(request.message) };
     case "signTypedData":
-      return { signature: await new Wallet(request.privateKey).signTypedData(...withoutDomainType(request.typedData)) };
+      return { signature: await new Wallet(request.privateKey).signTypedData(...ethersArgs(request.typedData)) };
     case "verifyMessage":
       return { address: verifyMessage(request.message, request.signature) };
     case "verifyTypedData":
-      return { address: verifyTypedData(...withoutDomainType(request.typedData), request.signature) };
+      return { address: verifyTypedData(...ethersArgs(request.typedData), request.signature) };
     case "hashTypedData":
-      return { hash: TypedDataEncoder.hash(...withoutDomainType(request.typedData)) };
+      return { hash: TypedDataEncoder.hash(...ethersArgs(request.typedData)) };
     default:
       throw new Error(`unknown op ${request.op}`);
   }
 }
 
-const chunks = [];
-for await (const chunk of process.stdin) chunks.push(chunk);
-const answers = [];
-for (const request of JSON.parse(Buffer.concat(chunks).toString("utf8"))) {
-  try {
-    answers.push(await answer(request));
-  } catch (error) {
-    answers.push({ error: error.shortMessage ?? error.message });
-  }
-}
-process.stdout.write(JSON.stringify(answers));
+await answerEach(answer);

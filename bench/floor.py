@@ -34,7 +34,7 @@ _AUTH = (
     "SELECT users.wallet, users.role FROM api_keys JOIN users ON api_keys.user_id = users.id"
     " WHERE api_keys.key_hash = ? AND api_keys.revoked_at IS NULL"
 )
-# The columns a create writes (creator_signature stays NULL), in the order of the rows the benchmarks build.
+# The columns a create writes (creator_signature and creator_signature_chain_id stay NULL), in the order of the rows the benchmarks build.
 IDENTITY_COLUMNS = (
     "id, identity_id, content_id, identity_hash, vault_id, display_name, description, image,"
     " external_reference, corpora_id, semantic, creator_id, created_at, updated_at, num_positions,"
@@ -45,7 +45,7 @@ _GET = (
     f"SELECT identities.id, identity_id, identity_hash, vault_id, display_name, description, image,"
     f" corpora_id, semantic, external_reference, identities.created_at, identities.updated_at, num_positions,"
     f" assets_sum, conviction_sum, conviction_price, status, is_user, user_conviction, user_conviction_value,"
-    f" {_USER_COLUMNS}, creator_signature"
+    f" {_USER_COLUMNS}, creator_signature, creator_signature_chain_id"
     f" FROM identities JOIN users ON users.id = identities.creator_id WHERE identity_id = ?"
 )
 _KNOWN_CONTENT = "SELECT identity_id FROM identities WHERE content_id = ?"
@@ -119,6 +119,7 @@ def _identity_object(row):
         "external_reference": row[9],
         "creator": _user_object(row[20:26]),
         "creator_signature": row[26],
+        "creator_signature_chain_id": row[27],
         "created_at": _json_time(row[10]),
         "updated_at": _json_time(row[11]),
         "num_positions": row[12],
@@ -339,7 +340,7 @@ class Floor:
         row = (
             identity_uuid, address.identity_id, address.identity_hash, "0", given["display_name"],
             given.get("description"), given.get("image"), None, None, given.get("external_reference"),
-            now, now, 0, "0", "0", "0", "complete", 0, "0", "0", *user, None,
+            now, now, 0, "0", "0", "0", "complete", 0, "0", "0", *user, None, None,
         )
         return 201, orjson.dumps(_identity_object(row)), [("Location", f"/identity/{address.identity_id}")]
 

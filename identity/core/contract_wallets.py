@@ -16,16 +16,13 @@ from eth_abi import encode
 from eth_account.messages import SignableMessage
 from eth_utils import keccak
 
-from . import eth_rpc
-from .signatures import SignatureError, recover_signer
+from .signatures import MAX_SIGNATURE_BYTES, SignatureError, recover_signer
 
 log = logging.getLogger(__name__)
 # isValidSignature(bytes32,bytes)'s selector, and the value a wallet answers when it signed: the same 4 bytes.
 IS_VALID_SIGNATURE = bytes.fromhex("1626ba7e")
 ERC1271_MAGIC = IS_VALID_SIGNATURE
 ERC6492_SUFFIX = bytes.fromhex("6492" * 16)
-# The longest signature taken (bytes): a Safe's of many owners, or a wrapper carrying a factory's call data.
-MAX_SIGNATURE_BYTES = 16 * 1024
 RPC_SETTING = "IDENTITY_ETH_RPC_URLS"
 # EIP-6492's universal validator ("ValidateSigOffchain"): its creation code, whose constructor takes
 # (address signer, bytes32 hash, bytes signature) and returns one byte, 0x01 when the signature is valid.
@@ -90,7 +87,7 @@ class NoEndpoint(Exception):
 
 
 class ChainUnavailable(Exception):
-    """The chain's endpoint gave no usable answer (eth_rpc.RpcUnavailable); `reason` says what."""
+    """The chain's endpoint gave no usable answer (identity.core.eth_rpc's RpcUnavailable); `reason` says what."""
 
     def __init__(self, chain_id, reason):
         super().__init__(f"the endpoint of chain {chain_id}: {reason}")
@@ -157,6 +154,10 @@ def check(address, signable, signature_hex, chain_id, endpoints):
 def accepted(url, timeout, address, hash_, signature, chain_id):
     """Whether the wallet at `address` accepts `signature` of `hash_`, asked of the endpoint `url`: through
     EIP-6492's validator when the signature ends with its suffix, else by the wallet's isValidSignature."""
+    # Imported here, where a call is made: eth_rpc imports urllib3, whose ssl names gevent must patch first, and the
+    # gunicorn master imports this module (through the views) before its gevent workers patch.
+    from . import eth_rpc
+
     try:
         if signature.endswith(ERC6492_SUFFIX):
             arguments = encode(["address", "bytes32", "bytes"], [address, hash_, signature])

@@ -12,6 +12,9 @@ from eth_keys.exceptions import BadSignature
 from eth_utils import ValidationError
 
 SIGNATURE_DIGITS = 130
+# The longest signature taken (bytes), a contract wallet's (identity.core.contract_wallets): a Safe's of many
+# owners, or an EIP-6492 wrapper carrying a factory's call data.
+MAX_SIGNATURE_BYTES = 16 * 1024
 # The order of secp256k1's group: r and s lie in 1..n-1.
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 # personal_sign and eth_signTypedData_v4 give 27 or 28; some hardware wallets give the recovery id itself.

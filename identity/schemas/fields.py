@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from marshmallow import ValidationError, fields, validate
 
 from ..core import content
-from ..core.contract_wallets import MAX_SIGNATURE_BYTES
+from ..core.signatures import MAX_SIGNATURE_BYTES
 from ..core.wallets import checksum_wallet
 from ..storage.models import MAX_UINT256
 

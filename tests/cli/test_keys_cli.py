@@ -2,6 +2,7 @@
 
 import re
 
+from identity.core import key_use
 from tests.conftest import USER_WALLET
 
 KEY = re.compile(r"idsk_[A-Za-z0-9_-]{43}")
@@ -45,6 +46,8 @@ def test_keys_list_shows_scope_label_expiry_and_last_use(runner, client):
         USER_WALLET, "User", "read", "read", "ci", "-", "-")
     assert expires_at > created_at
     client.get("/me", headers={"x-api-key": key})
+    with client.application.app_context():
+        assert key_use.write_noted()  # what the serving process's writer does every IDENTITY_KEY_USE_INTERVAL
     assert listed(runner, key).split()[9] != "-"  # used now
 
 

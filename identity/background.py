@@ -7,6 +7,9 @@ and stops with the app.
 - The mirrors' follower (identity.data.follower) likewise: one at a time across processes and nodes follows
   every active mirror's upstream; `flask --app app mirrors run` runs one on its own, and
   IDENTITY_MIRRORS_FOLLOW=0 keeps a node's serving processes out.
+- The backup scheduler (identity.data.backups.schedule) likewise, when IDENTITY_BACKUP_SCHEDULE and
+  IDENTITY_BACKUP_URL are set: one at a time takes each scheduled time's backup; `flask --app app backups
+  schedule` runs one on its own, and IDENTITY_BACKUPS_TAKE=0 keeps a node's serving processes out.
 - The live feed's hub (identity.feed.live) wakes the long polls and event streams of the process; the first
   of them starts it.
 
@@ -18,6 +21,7 @@ import click
 from werkzeug.serving import is_running_from_reloader
 
 from .data import follower
+from .data.backups import schedule
 from .feed import delivery, live
 
 
@@ -43,6 +47,7 @@ def start(app):
     if _is_this_service(app):
         delivery.start(app)
         follower.start(app)
+        schedule.start(app)
 
 
 def end_streams():
@@ -57,4 +62,5 @@ def stop(app, timeout=2.0):
     if _is_this_service(app):
         delivery.stop(app, timeout)
         follower.stop(app, timeout)
+        schedule.stop(app, timeout)
         live.stop(app)

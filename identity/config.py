@@ -295,6 +295,8 @@ def settings_from_env(environ=None):
         "IDENTITY_BACKUP_ENCRYPTION_KEY": _age_identity(environ, "IDENTITY_BACKUP_ENCRYPTION_KEY"),
         "IDENTITY_BACKUP_RETRY_MIN_SECONDS": _seconds(environ, "IDENTITY_BACKUP_RETRY_MIN_SECONDS", 30.0, 0.01),
         "IDENTITY_BACKUP_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_BACKUP_RETRY_MAX_SECONDS", 3600.0, 0.01),
+        # The size of each part of an upload (S3 allows 5 MiB to 5 GiB; 10,000 parts at most).
+        "IDENTITY_BACKUP_PART_MB": _between(environ, "IDENTITY_BACKUP_PART_MB", 16, 5, 5120),
         # How often the scheduler's lease holder looks whether a backup is due.
         "IDENTITY_BACKUP_POLL_SECONDS": _seconds(environ, "IDENTITY_BACKUP_POLL_SECONDS", 5.0, 0.01),
         "IDENTITY_BACKUP_LEASE_SECONDS": _seconds(environ, "IDENTITY_BACKUP_LEASE_SECONDS", 60.0, 1.0),

@@ -75,8 +75,8 @@ def restore(context, source, issued_up_to):
     key = current_app.config.get("IDENTITY_BACKUP_ENCRYPTION_KEY")
     backend = db.engine.url.get_backend_name()
     try:
-        store, name = restoring.source(source, lambda: current_app.config.get("IDENTITY_BACKUP_S3_ADDRESSING", "auto"))
-        store = store or runs.target()
+        where, name = restoring.source(source)
+        store = runs.target(where)
         with tempfile.TemporaryDirectory(prefix="identity-restore-") as folder:
             plain, manifest = restoring.unpacked(runs, store, name, folder, key)
             kind = manifest.get("database")

@@ -343,6 +343,7 @@ class BackupRun(db.Model):
     size: Mapped[int | None] = mapped_column(types.BigInteger, nullable=True)
     failures: Mapped[int] = mapped_column(default=0)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -1,5 +1,5 @@
-"""Prometheus metrics at /metrics: requests by route and status, their latency, identities created, and each
-mirror's lag and rejections.
+"""Prometheus metrics at /metrics: requests by route and status, their latency, identities created, each
+mirror's lag and rejections, and the backups' last success and failures.
 
 Under gunicorn.conf.py, prometheus_client runs in its multiprocess mode (identity.server sets it up
 before any worker starts, and names the folder in the app's IDENTITY_METRICS_DIR): every worker writes
@@ -20,6 +20,7 @@ from prometheus_client.exposition import choose_encoder
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..data import mirrors
+from ..data.backups import runs as backup_runs
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,38 @@ class MirrorCollector:
         )
 
 
+class BackupCollector:
+    """identity_backup_last_success_timestamp_seconds and identity_backup_failures_total, from backup_runs: the
+    backups are taken by one process of one node at a time, and the table is where every worker reads them."""
+
+    def describe(self):
+        return self._families()
+
+    def collect(self):
+        last, failures = self._families()
+        if has_app_context():
+            try:
+                good, _, failed = backup_runs.last_state()
+                if good is not None:
+                    last.add_metric([], good.finished_at.timestamp())
+                failures.add_metric([], failed)
+            except SQLAlchemyError as error:
+                log.warning("metrics: the backups were not read (%s)", type(error).__name__)
+        return [last, failures]
+
+    @staticmethod
+    def _families():
+        return (
+            GaugeMetricFamily("identity_backup_last_success_timestamp_seconds",
+                              "When the last backup that uploaded and verified finished (Unix time)."),
+            CounterMetricFamily("identity_backup_failures", "Backup attempts that failed, scheduled or manual."),
+        )
+
+
 MIRRORS = MirrorCollector()
 REGISTRY.register(MIRRORS)
+BACKUPS = BackupCollector()
+REGISTRY.register(BACKUPS)
 
 
 def serve_metrics():
@@ -75,6 +106,7 @@ def serve_metrics():
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=directory)
         registry.register(MIRRORS)
+        registry.register(BACKUPS)
     encoder, content_type = choose_encoder(request.headers.get("Accept"))
     return encoder(registry), 200, {"Content-Type": content_type}
 

@@ -46,8 +46,9 @@ def backup_apps(target):
     made = []
 
     def build(database_url, **config):
-        app = make_app(database_url, IDENTITY_BACKUP_URL=target, IDENTITY_BACKUP_RETRY_MIN_SECONDS=0.05,
-                       IDENTITY_BACKUP_RETRY_MAX_SECONDS=0.2, IDENTITY_BACKUP_POLL_SECONDS=0.1, **config)
+        settings = {"IDENTITY_BACKUP_URL": target, "IDENTITY_BACKUP_RETRY_MIN_SECONDS": 0.05,
+                    "IDENTITY_BACKUP_RETRY_MAX_SECONDS": 0.2, "IDENTITY_BACKUP_POLL_SECONDS": 0.1, **config}
+        app = make_app(database_url, **settings)
         made.append(app)
         return app
 

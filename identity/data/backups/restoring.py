@@ -9,14 +9,14 @@ from pathlib import Path
 from sqlalchemy import text
 
 from . import archive
-from .store import open_store
 
 
-def source(reference, default_store):
-    """(store, name) for a name in the target's list, or an s3:// URL (or a folder path) of one backup."""
+def source(reference):
+    """(the URL of its store, or None for the target's; its name) for a name in the target's list, or an s3://
+    URL (or a folder path) of one backup."""
     if reference.startswith("s3://") or "/" in reference:
         where, _, name = reference.rstrip("/").rpartition("/")
-        return open_store(where, default_store()), name
+        return where, name
     return None, reference
 
 

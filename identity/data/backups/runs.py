@@ -33,7 +33,7 @@ def target(url=None):
     if not url:
         raise NoTarget("No backup target: set IDENTITY_BACKUP_URL to s3://BUCKET/PREFIX or a folder (docs/backup.md), "
                        "or give a PATH to write one file.")
-    return open_store(url, config.get("IDENTITY_BACKUP_S3_ADDRESSING", "auto"))
+    return open_store(url, config.get("IDENTITY_BACKUP_S3_ADDRESSING", "auto"), config.get("IDENTITY_BACKUP_PART_MB", 16))
 
 
 def service_version():
@@ -200,7 +200,7 @@ def failed(run_id, why):
         run.failures += 1
         pause = min(config["IDENTITY_BACKUP_RETRY_MIN_SECONDS"] * 2 ** (run.failures - 1),
                     config["IDENTITY_BACKUP_RETRY_MAX_SECONDS"])
-        run.status, run.last_error = "failed", why[:2000]
+        run.status, run.last_error, run.last_error_at = "failed", why[:2000], utcnow()
         run.next_attempt_at = utcnow() + timedelta(seconds=pause)
     log.warning("backups: a %s backup failed: %s; tried again in %.0f s", run.kind, why, pause)
 

@@ -24,10 +24,6 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 MANIFEST = ".json"
 PREFIX = "identity-"
 MiB = 1024 * 1024
-# Parts of 16 MiB, four at a time: memory stays near 64 MiB whatever the size, and S3's 10,000 parts reach
-# 160 GiB.
-TRANSFER = TransferConfig(multipart_threshold=16 * MiB, multipart_chunksize=16 * MiB, max_concurrency=4,
-                          use_threads=True)
 
 _REFUSED = {"SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "InvalidToken", "ExpiredToken",
             "AuthorizationHeaderMalformed", "InvalidSecurity", "403"}
@@ -44,10 +40,10 @@ class Stored:
     size: int
 
 
-def open_store(url, addressing="auto"):
+def open_store(url, addressing="auto", part_mb=16):
     """The store IDENTITY_BACKUP_URL names: an S3Store for s3://, else a FolderStore."""
     if url.startswith("s3://"):
-        return S3Store(url, addressing)
+        return S3Store(url, addressing, part_mb)
     return FolderStore(Path(unquote(urlsplit(url).path)) if url.startswith("file://") else Path(url))
 
 
@@ -136,7 +132,11 @@ class S3Store:
     """Backups under a prefix of an S3 bucket. Uploads go in parts (boto3's managed transfer), and an upload
     that fails is aborted: by boto3 at once, or by abort_incomplete() at the next contact."""
 
-    def __init__(self, url, addressing):
+    def __init__(self, url, addressing, part_mb=16):
+        # Parts of `part_mb` MiB, four at a time: memory stays near four parts whatever the size (16 MiB parts
+        # reach 160 GiB in S3's 10,000).
+        self.transfer = TransferConfig(multipart_threshold=part_mb * MiB, multipart_chunksize=part_mb * MiB,
+                                       max_concurrency=4, use_threads=True)
         parts = urlsplit(url)
         self.bucket = parts.netloc
         self.prefix = parts.path.strip("/") + "/" if parts.path.strip("/") else ""
@@ -176,7 +176,7 @@ class S3Store:
     def put(self, name, path):
         try:
             with open(path, "rb") as source:
-                self.client.upload_fileobj(source, self.bucket, self._key(name), Config=TRANSFER)
+                self.client.upload_fileobj(source, self.bucket, self._key(name), Config=self.transfer)
         except (BotoCoreError, ClientError, S3UploadFailedError) as error:
             raise self._error(error) from None
 

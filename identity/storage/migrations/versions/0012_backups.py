@@ -29,6 +29,7 @@ def upgrade():
         sa.Column("size", sa.BigInteger(), nullable=True),
         sa.Column("failures", sa.Integer(), nullable=False),
         sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("last_error_at", TIMESTAMP, nullable=True),
         sa.Column("started_at", TIMESTAMP, nullable=False),
         sa.Column("finished_at", TIMESTAMP, nullable=True),
         sa.Column("next_attempt_at", TIMESTAMP, nullable=True),

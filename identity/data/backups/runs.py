@@ -45,14 +45,14 @@ def service_version():
         return VERSION
 
 
-def take(kind, run_id=None, holder=None):
+def take(kind, run_id=None, holder=None, scheduled_for=None):
     """Take one backup to the target now (`kind`: scheduled or manual), recorded in the row `run_id` (a new row
     for a manual one); returns (name, manifest). Raises archive.BackupFailed or StoreError, recorded on the row
     with the back-off before the next attempt."""
     if run_id is None:
         run_id = start_run(kind, holder)
     try:
-        name, manifest = _take(kind, run_id)
+        name, manifest = _take(kind, run_id, scheduled_for)
     except (archive.BackupFailed, StoreError, NoTarget) as error:
         failed(run_id, str(error))
         raise
@@ -63,7 +63,7 @@ def take(kind, run_id=None, holder=None):
     return name, manifest
 
 
-def _take(kind, run_id):
+def _take(kind, run_id, scheduled_for):
     config = current_app.config
     store = target()
     started = utcnow()
@@ -80,6 +80,7 @@ def _take(kind, run_id):
             "issued_up_to": made.issued_up_to, "identities": made.identities, "sha256": made.sha256,
             "size": made.size, "version": service_version(), "time": started.isoformat(), "kind": kind,
             "encrypted": made.format.endswith("+age"),
+            "scheduled_for": scheduled_for.isoformat() if scheduled_for else None,
         }
         problem = check_upload(store, name, made)
         manifest.update(verified=problem is None, verified_at=utcnow().isoformat(), verify_error=problem)

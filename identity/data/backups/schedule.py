@@ -77,7 +77,7 @@ class Scheduler(lease.LeaseHolder):
         if run_id is None or not self.holding():
             return
         try:
-            name, manifest = runs.take("scheduled", run_id, self.holder)
+            name, manifest = runs.take("scheduled", run_id, self.holder, time)
         except (archive.BackupFailed, StoreError, runs.NoTarget):
             return  # logged and recorded by runs.take, with the next attempt's time
         log.info("backups: %s taken for %s (%d bytes, verified)", name, key, manifest["size"])

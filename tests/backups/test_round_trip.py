@@ -39,6 +39,13 @@ def test_backup_lists_verifies_and_restores_in_place_without_reusing_a_number(ba
     assert fields["name"] == name and fields["kind"] == "manual" and fields["identities"] == "3"
     assert fields["issued_up_to"] == str(end) and fields["verified"] == "yes" and int(fields["size"]) > 0
 
+    from tests.backups.test_faults import metric, status_page
+
+    page = status_page(app, key)
+    assert name in page and f"{int(fields['size']):,} bytes" in page and "Last error" not in page
+    assert metric(app, "identity_backup_last_success_timestamp_seconds") > 0
+    assert metric(app, "identity_backup_failures_total") == 0
+
     verified = cli(app, "backups", "verify", name)
     assert verified.exit_code == 0, verified.output
     assert "verified" in verified.stdout

@@ -70,6 +70,7 @@ lint: install-dev
 # bench/console.py: BENCH_CONSOLE_IDENTITIES, BENCH_CONSOLE_REPEAT.
 # bench/signin.py: BENCH_SIGNINS, BENCH_CREATES.
 # bench/mirrors.py: BENCH_MIRROR_N.
+# bench/backups.py: BENCH_BACKUPS_N.
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
@@ -81,6 +82,7 @@ bench: install-dev
 	$(BIN)/python bench/console.py
 	$(BIN)/python bench/signin.py
 	$(BIN)/python bench/mirrors.py
+	$(BIN)/python bench/backups.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

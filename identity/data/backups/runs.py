@@ -49,17 +49,22 @@ def take(kind, run_id=None, holder=None, scheduled_for=None):
     """Take one backup to the target now (`kind`: scheduled or manual), recorded in the row `run_id` (a new row
     for a manual one); returns (name, manifest). Raises archive.BackupFailed or StoreError, recorded on the row
     with the back-off before the next attempt."""
+    target()  # no target: nothing to record, the command says what to set
     if run_id is None:
         run_id = start_run(kind, holder)
     try:
         name, manifest = _take(kind, run_id, scheduled_for)
-    except (archive.BackupFailed, StoreError, NoTarget) as error:
+    except (archive.BackupFailed, StoreError) as error:
         failed(run_id, str(error))
         raise
     except OSError as error:
         failed(run_id, f"the temporary folder failed: {error.strerror or error}")
         raise archive.BackupFailed(f"The backup failed in the temporary folder: {error.strerror or error}. "
                                    "Check its free space (TMPDIR names another folder).") from None
+    except Exception as error:
+        # Recorded, so that the run is tried again after its back-off rather than left running.
+        failed(run_id, f"an unexpected {type(error).__name__}; the service's log has its trace")
+        raise
     return name, manifest
 
 

@@ -64,8 +64,8 @@ class Scheduler(lease.LeaseHolder):
         if latest is not None and latest.scheduled_for == time:
             if latest.status == "failed" and latest.next_attempt_at <= now:
                 return [time.isoformat()]
-            if latest.status == "running" and latest.holder != self.holder:
-                return [time.isoformat()]  # its holder lost the lease, or stopped: this one takes it over
+            if latest.status == "running" and (latest.holder != self.holder or time.isoformat() not in self.jobs):
+                return [time.isoformat()]  # its holder lost the lease or stopped: this one takes it over
             return []
         if time >= self.started or last_good is None or last_good <= time:
             return [time.isoformat()]
@@ -105,8 +105,7 @@ class Scheduler(lease.LeaseHolder):
             claimed = session.execute(
                 update(RUNS).where(
                     RUNS.c.scheduled_for == time,
-                    or_((RUNS.c.status == "failed") & (RUNS.c.next_attempt_at <= now),
-                        (RUNS.c.status == "running") & (RUNS.c.holder != self.holder)),
+                    or_((RUNS.c.status == "failed") & (RUNS.c.next_attempt_at <= now), RUNS.c.status == "running"),
                 ).values(status="running", holder=self.holder, started_at=now).returning(RUNS.c.id)
             ).scalar()
         return claimed

@@ -74,6 +74,7 @@ class FolderStore:
 
     def put(self, name, path):
         folder = self._checked()
+        partial = folder / f".{name}.partial"
         try:
             handle, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
             with os.fdopen(handle, "wb") as target, open(path, "rb") as source:

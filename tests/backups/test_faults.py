@@ -131,3 +131,25 @@ def running_names(app):
 def test_too_little_temporary_space_is_named_before_starting(tmp_path):
     with pytest.raises(archive.BackupFailed, match=f"The temporary folder {tmp_path} has .* MiB free; .* needs up"):
         archive.check_space(tmp_path, 10**18)
+
+
+@pytest.mark.postgresql_only
+def test_pg_dump_missing_or_older_than_the_server_is_said_clearly(backup_apps, database_url, tmp_path, monkeypatch):
+    app = backup_apps(database_url)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pg_dump on it
+    result = cli(app, "backup")
+    assert result.exit_code == 1 and "pg_dump is not installed here" in result.output
+    old = tmp_path / "pg_dump"
+    old.write_text("#!/bin/sh\necho 'pg_dump (PostgreSQL) 9.6.24'\n")
+    old.chmod(0o755)
+    result = cli(app, "backup")
+    assert result.exit_code == 1 and "pg_dump here is version 9, older than the server's" in result.output
+
+
+def test_a_missing_folder_target_is_reported_and_not_created(database_url, tmp_path):
+    from tests.conftest import make_app
+
+    app = make_app(database_url, IDENTITY_BACKUP_URL=str(tmp_path / "not-mounted"))
+    result = cli(app, "backup")
+    assert result.exit_code == 1 and "does not exist: create it (the service does not)" in result.output
+    assert not (tmp_path / "not-mounted").exists()

@@ -6,7 +6,8 @@ keeps a node out), and `flask --app app backups schedule` runs one on its own. E
 row of backup_runs, unique by its time: a time is taken once, whichever holder gets to it. A failed
 attempt is tried again after a back-off that doubles (IDENTITY_BACKUP_RETRY_MIN_SECONDS up to _MAX), until
 the next time comes. A time that passed while no scheduler ran (the service was down) is taken once when
-one starts, unless a backup succeeded since that time. After a scheduled backup has uploaded and verified,
+one starts, unless a backup succeeded since that time. One backup runs at a time: when one outlasts a
+period, the latest time that came meanwhile is taken after it. After a scheduled backup has uploaded and verified,
 the scheduled backups beyond IDENTITY_BACKUP_KEEP are deleted; manual ones never are.
 """
 
@@ -56,6 +57,8 @@ class Scheduler(lease.LeaseHolder):
         return bool(self.schedule and self.app.config.get("IDENTITY_BACKUP_URL"))
 
     def due(self):
+        if self.jobs:
+            return []  # one backup at a time: a time that comes meanwhile is taken when this one ends
         now = utcnow()
         time = previous_time(self.schedule, now)
         with one_statement() as connection:
@@ -64,7 +67,7 @@ class Scheduler(lease.LeaseHolder):
         if latest is not None and latest.scheduled_for == time:
             if latest.status == "failed" and latest.next_attempt_at <= now:
                 return [time.isoformat()]
-            if latest.status == "running" and (latest.holder != self.holder or time.isoformat() not in self.jobs):
+            if latest.status == "running":
                 return [time.isoformat()]  # its holder lost the lease or stopped: this one takes it over
             return []
         if time >= self.started or last_good is None or last_good <= time:

@@ -78,7 +78,7 @@ def restore(context, source, issued_up_to):
         where, name = restoring.source(source)
         store = runs.target(where)
         with tempfile.TemporaryDirectory(prefix="identity-restore-") as folder:
-            plain, manifest = restoring.unpacked(runs, store, name, folder, key)
+            plain, manifest = restoring.unpacked(store, name, folder, key)
             kind = manifest.get("database")
             if kind != ("sqlite" if backend == "sqlite" else "postgresql"):
                 raise click.ClickException(f"{name} is a backup of a {kind} database and this one is {backend}: "

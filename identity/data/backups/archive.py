@@ -181,11 +181,11 @@ def _postgresql(engine, folder):
             done = subprocess.run(["pg_dump", "--format=custom", f"--snapshot={snapshot}", f"--file={dump}", url],
                                   capture_output=True, text=True, env=env)
     if done.returncode:
-        raise BackupFailed(f"pg_dump failed: {_last_line(done.stderr)}")
+        raise BackupFailed(f"pg_dump failed: {last_line(done.stderr)}")
     return Made(dump, 0, "", "pg_dump-custom", ".pgdump", "postgresql", migration[0], issued, identities)
 
 
-def _last_line(stderr):
+def last_line(stderr):
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "no message"
 
@@ -240,5 +240,5 @@ def check_dump(path, engine):
     check_client("pg_restore", engine)
     done = subprocess.run(["pg_restore", "--list", str(path)], capture_output=True, text=True)
     if done.returncode:
-        raise BackupFailed(f"pg_restore cannot read the dump: {_last_line(done.stderr)}")
+        raise BackupFailed(f"pg_restore cannot read the dump: {last_line(done.stderr)}")
     return done.stdout.count("\n")

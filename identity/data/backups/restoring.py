@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from . import archive
+from . import archive, runs
 
 
 def source(reference):
@@ -20,7 +20,7 @@ def source(reference):
     return None, reference
 
 
-def unpacked(runs, store, name, folder, key):
+def unpacked(store, name, folder, key):
     """The plain database of the backup `name` in `folder`, and its manifest; raises BackupFailed or StoreError
     before anything is changed."""
     raw, manifest = runs.download(store, name, folder)
@@ -48,7 +48,7 @@ def restore_postgresql(engine, dump, issued_up_to=0):
     done = subprocess.run(["pg_restore", "--clean", "--if-exists", "--no-owner", f"--dbname={url}", str(dump)],
                           capture_output=True, text=True, env=env)
     if done.returncode:
-        raise archive.BackupFailed(f"pg_restore failed: {archive._last_line(done.stderr)}. The database may be "
+        raise archive.BackupFailed(f"pg_restore failed: {archive.last_line(done.stderr)}. The database may be "
                                    "partly restored: run the restore again once the cause is fixed.")
     floor = max(before or 0, issued_up_to)
     with engine.begin() as connection:

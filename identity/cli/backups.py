@@ -93,6 +93,7 @@ def restore(context, source, issued_up_to):
     click.echo(f"Restored {name} ({manifest.get('identities')} identities, feed issued up to seq "
                f"{manifest.get('issued_up_to')}) in place of {was}. The next entry of the feed is seq {next_seq}.",
                err=True)
+    click.echo(db.engine.url.render_as_string(hide_password=True))  # the database, as restore PATH ends
     return None
 
 

@@ -36,13 +36,28 @@ class Seaweed:
         config = {"identities": [{"name": "tests", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
                                   "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
         (folder / "s3.json").write_text(json.dumps(config))
+        self.pick_ports()
+        self.process = None
+
+    def pick_ports(self):
         self.ports = {name: free_port() for name in (
             "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
             "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")}
         self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
-        self.process = None
 
-    def start(self, timeout=60):
+    def start(self, timeout=60, tries=3):
+        """Start it and wait until its S3 gateway answers. A free port can be taken by another process between
+        its choice and weed's bind (weed also opens ports of its own): then again, on other ports."""
+        for attempt in range(tries):
+            try:
+                return self._start(timeout)
+            except RuntimeError as error:
+                if "address already in use" not in str(error) or attempt == tries - 1:
+                    raise
+                self.pick_ports()
+        return self
+
+    def _start(self, timeout):
         command = [weed_binary(), "mini", f"-dir={self.folder / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                    "-master.telemetry=false", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0",
                    "-s3.port.lance=0", "-s3.autoCreateBucket=false", f"-s3.config={self.folder / 's3.json'}",
@@ -58,7 +73,10 @@ class Seaweed:
             except (BotoCoreError, ClientError):
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    tail = (self.folder / "weed.log").read_text(errors="replace")[-2000:]
+                    log_text = (self.folder / "weed.log").read_text(errors="replace")
+                    (self.folder / "weed.log").write_text("")  # a next attempt's log starts empty
+                    tail = log_text[-2000:] + ("\naddress already in use" if "address already in use" in log_text
+                                               else "")
                     raise RuntimeError(f"weed mini did not start:\n{tail}") from None
                 time.sleep(0.3)
 

@@ -176,8 +176,9 @@ class S3Store:
 
     def put(self, name, path):
         try:
-            with open(path, "rb") as source:
-                self.client.upload_fileobj(source, self.bucket, self._key(name), Config=self.transfer)
+            # From the file's name, boto3 reads each part from the file as it sends it, rather than
+            # holding queued parts in memory as it does for a file object.
+            self.client.upload_file(str(path), self.bucket, self._key(name), Config=self.transfer)
         except (BotoCoreError, ClientError, S3UploadFailedError) as error:
             raise self._error(error) from None
 

@@ -68,9 +68,10 @@ lint: install-dev
 # bench/portable.py then measures export, import and snapshot at 20,000 identities instead of 1,000,000),
 # BENCH_QUICK=1 (a first look in about four minutes); bench/streams.py: BENCH_STREAMS, BENCH_STREAM_CREATES;
 # bench/console.py: BENCH_CONSOLE_IDENTITIES, BENCH_CONSOLE_REPEAT.
-# bench/signin.py: BENCH_SIGNINS, BENCH_CREATES.
+# bench/signin.py: BENCH_SIGNINS, BENCH_CREATES. bench/contract_wallets.py: BENCH_CONTRACT_SIGNINS.
 # bench/mirrors.py: BENCH_MIRROR_N.
 # bench/backups.py: BENCH_BACKUPS_N.
+# bench/audit.py: BENCH_AUDIT_SIZE, BENCH_AUDIT_REPEAT.
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py
@@ -81,8 +82,10 @@ bench: install-dev
 	$(BIN)/python bench/portable.py
 	$(BIN)/python bench/console.py
 	$(BIN)/python bench/signin.py
+	$(BIN)/python bench/contract_wallets.py
 	$(BIN)/python bench/mirrors.py
 	$(BIN)/python bench/backups.py
+	$(BIN)/python bench/audit.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -15,7 +15,7 @@ import re
 import sqlite3
 import unicodedata
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from http import HTTPStatus
 from urllib.parse import urlsplit
 
@@ -31,11 +31,9 @@ MAX_URL_LENGTH = 2048
 _SAFE_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 _AUTH = (
-    "SELECT api_keys.id, users.id, users.wallet, users.role, users.last_login"
-    " FROM api_keys JOIN users ON api_keys.user_id = users.id"
+    "SELECT users.wallet, users.role FROM api_keys JOIN users ON api_keys.user_id = users.id"
     " WHERE api_keys.key_hash = ? AND api_keys.revoked_at IS NULL"
 )
-_TOUCH = "UPDATE users SET last_login = ? WHERE id = ? AND (last_login IS NULL OR last_login <= ?)"
 # The columns a create writes (creator_signature stays NULL), in the order of the rows the benchmarks build.
 IDENTITY_COLUMNS = (
     "id, identity_id, content_id, identity_hash, vault_id, display_name, description, image,"
@@ -202,12 +200,11 @@ class Floor:
     """The WSGI callable. One sqlite3 connection per process, opened after gunicorn forks."""
 
     def __init__(self, database_path, namespace="identity", max_body_bytes=64 * 1024,
-                 busy_timeout_ms=10_000, last_login_interval=60):
+                 busy_timeout_ms=10_000):
         self.database_path = database_path
         self.namespace = namespace
         self.max_body_bytes = max_body_bytes
         self.busy_timeout_ms = busy_timeout_ms
-        self.last_login_interval = timedelta(seconds=last_login_interval)
         self._connection = None
         self._pid = None
 
@@ -221,7 +218,6 @@ class Floor:
             namespace=environ.get("IDENTITY_DID_NAMESPACE") or "identity",
             max_body_bytes=int(environ.get("IDENTITY_MAX_BODY_BYTES") or 64 * 1024),
             busy_timeout_ms=int(environ.get("IDENTITY_SQLITE_BUSY_TIMEOUT_MS") or 10_000),
-            last_login_interval=int(environ.get("IDENTITY_LAST_LOGIN_INTERVAL") or 60),
         )
 
     @property
@@ -283,7 +279,9 @@ class Floor:
         self.db.execute("SELECT 1").fetchone()
 
     def authenticate(self, key):
-        """(wallet, role) of the caller's live key, looked up by its SHA-256; last_login once an interval."""
+        """(wallet, role) of the caller's live key, looked up by its SHA-256. A read, as the project's: a
+        request made with a key writes nothing (the project notes the key's use in memory and writes it once
+        a minute, off the request's path)."""
         row = None
         if key and len(key) <= MAX_KEY_LENGTH:
             key_hash = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
@@ -291,19 +289,7 @@ class Floor:
         if row is None:
             raise Refusal(401, "A valid API key is required in the x-api-key header.",
                           [("WWW-Authenticate", 'ApiKey header="x-api-key"')])
-        _key_id, user_id, wallet, role, last_login = row
-        now = _utcnow()
-        cutoff = _db_time(now - self.last_login_interval)
-        if last_login is None or last_login <= cutoff:
-            db = self.db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute(_TOUCH, (_db_time(now), user_id, cutoff))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        return wallet, role
+        return row
 
     def get(self, key, identity_id):
         """(status, JSON bytes, headers) of the Identity, for the caller with `key`."""

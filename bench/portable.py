@@ -54,6 +54,7 @@ def export_lines(count, first=0, namespace=content.DEFAULT_NAMESPACE):
             "external_reference": None,
             "creator": WALLETS[number % len(WALLETS)],
             "creator_signature": None,
+            "creator_signature_chain_id": None,
             "created_at": at,
             "updated_at": at,
             "num_positions": number % 7,

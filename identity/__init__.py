@@ -9,12 +9,14 @@ def create_app(config=None):
 
     from . import background, cli, console, storage, web
     from . import config as settings
+    from .core import keys
     from .web import logs
 
     app = Flask(__name__, instance_relative_config=True)
     settings.init_app(app, config)
     logs.init_app(app)  # first, so that nothing logs before the log lines are JSON
     storage.init_app(app)
+    keys.init_app(app)
     web.init_app(app)
     console.init_app(app)
     cli.init_app(app)

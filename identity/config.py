@@ -4,6 +4,7 @@ import ipaddress
 import logging
 import os
 import re
+from urllib.parse import urlsplit
 
 from limits import parse_many
 from sqlalchemy.engine import make_url
@@ -90,10 +91,22 @@ def _siwe_domain(environ):
 
 
 def _siwe_uri(environ):
+    """IDENTITY_SIWE_URI: an absolute URI with a host (a message's URI must be at its origin), or None."""
     uri = (environ.get("IDENTITY_SIWE_URI") or "").strip()
-    if uri and uris.uri_problem(uri):
-        raise ValueError(f"IDENTITY_SIWE_URI must be an absolute URI such as https://identity.example.com, not {uri!r}")
+    if uri and (uris.uri_problem(uri) or not _has_origin(uri)):
+        raise ValueError("IDENTITY_SIWE_URI must be an absolute URI with a host, such as https://identity.example.com, "
+                         f"not {uri!r}")
     return uri or None
+
+
+def _has_origin(uri):
+    """Whether `uri` names a host, and a port that is a number when it names one."""
+    parts = urlsplit(uri)
+    try:
+        parts.port  # noqa: B018 - read for the ValueError of a port that is not a number
+    except ValueError:
+        return False
+    return bool(parts.hostname)
 
 
 def _chain_ids(environ, name):
@@ -105,6 +118,30 @@ def _chain_ids(environ, name):
     if not all(item.isdigit() and item.isascii() and len(item) <= 78 for item in items):
         raise ValueError(f"{name} must be chain ids in decimal digits separated by commas (e.g. 1,10), not {raw!r}")
     return tuple(sorted({int(item) for item in items}))
+
+
+def _rpc_urls(environ, name):
+    """Ethereum JSON-RPC endpoints by chain id, `1=https://…,8453=https://…`: {chain id: URL}, empty when unset.
+    An operator's setting: any http(s) URL is taken, private and loopback addresses included."""
+    raw = (environ.get(name) or "").strip()
+    urls = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        chain, _, url = (text.strip() for text in item.partition("="))
+        if not (chain.isascii() and chain.isdigit() and len(chain) <= 78) or uris.uri_problem(url) or \
+                not url.lower().startswith(("http://", "https://")) or not urlsplit(url).hostname:
+            raise ValueError(f"{name} must be chain ids and their http(s) JSON-RPC URLs, as "
+                             f"1=https://rpc.example,8453=https://base.example, not {item!r}")
+        if int(chain) in urls:
+            raise ValueError(f"{name} names chain {int(chain)} twice; give each chain one URL")
+        urls[int(chain)] = url
+    return urls
+
+
+def _rpc_timeout(environ, name):
+    value = _seconds(environ, name, 5.0, 0.001)
+    if value > 300:
+        raise ValueError(f"{name} must be a number of seconds up to 300, not {value:g}")
+    return value
 
 
 def _between(environ, name, default, low, high):
@@ -226,25 +263,31 @@ def settings_from_env(environ=None):
         "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
         # SQLite page cache of `identities import`: a large import inserts into many indexes at random places.
         "IDENTITY_IMPORT_CACHE_MB": _positive(environ, "IDENTITY_IMPORT_CACHE_MB", 32),
-        "IDENTITY_LAST_LOGIN_INTERVAL": _int(environ, "IDENTITY_LAST_LOGIN_INTERVAL", 60),
+        # How often each process writes the keys' uses it noted, and the least time between two writes of
+        # one key's last_used_at (identity.core.key_use).
+        "IDENTITY_KEY_USE_INTERVAL": _positive(environ, "IDENTITY_KEY_USE_INTERVAL", 60),
         # How long a worker trusts its last lookup of a key: the bound on a revocation made elsewhere.
         "IDENTITY_KEY_CACHE_SECONDS": _int(environ, "IDENTITY_KEY_CACHE_SECONDS", 5),
-        # Per API key; see identity/limits.py for what counts and how.
+        # Per API key; see identity/web/limits.py for what counts and how.
         "IDENTITY_RATELIMIT_READ": _rate_limit(environ, "IDENTITY_RATELIMIT_READ", "120/minute"),
         "IDENTITY_RATELIMIT_CREATE": _rate_limit(environ, "IDENTITY_RATELIMIT_CREATE", "30/minute"),
-        # memory:// counts on this machine, shared by one gunicorn server's workers (identity/shared_counts.py);
+        # memory:// counts on this machine, shared by one gunicorn server's workers (identity/web/shared_counts.py);
         # redis://... shares counts between nodes.
         "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
-        # Streams and long polls of GET /changes that one API key may hold open at once, per process.
+        # Streams and long polls of GET /changes that one API key may hold open at once: the cap is
+        # docs/curation-and-feed.md's "Bounded per key".
         "IDENTITY_MAX_STREAMS_PER_KEY": _int(environ, "IDENTITY_MAX_STREAMS_PER_KEY", 10),
         # Sign-in with Ethereum (identity.core.signin): off until the domain is set; the URI a nonce's answer
         # suggests (None: https:// and the domain); nonces' life and live cap; chains (None: any); keys' longest term.
         "IDENTITY_SIWE_DOMAIN": _siwe_domain(environ),
         "IDENTITY_SIWE_URI": _siwe_uri(environ),
         "IDENTITY_SIWE_NONCE_SECONDS": _between(environ, "IDENTITY_SIWE_NONCE_SECONDS", 600, 10, 86_400),
-        "IDENTITY_SIWE_MAX_NONCES": _positive(environ, "IDENTITY_SIWE_MAX_NONCES", 100_000),
         "IDENTITY_SIWE_CHAIN_IDS": _chain_ids(environ, "IDENTITY_SIWE_CHAIN_IDS"),
         "IDENTITY_SIWE_KEY_SECONDS": _between(environ, "IDENTITY_SIWE_KEY_SECONDS", 7 * 86_400, 60, 10 * 365 * 86_400),
+        # Contract wallets (identity.core.contract_wallets): a chain's JSON-RPC endpoint, asked only when a
+        # signature does not recover to its address; and how long one call may take.
+        "IDENTITY_ETH_RPC_URLS": _rpc_urls(environ, "IDENTITY_ETH_RPC_URLS"),
+        "IDENTITY_ETH_RPC_TIMEOUT_SECONDS": _rpc_timeout(environ, "IDENTITY_ETH_RPC_TIMEOUT_SECONDS"),
         # Per client address, for each of GET /auth/nonce and POST /auth/siwe.
         "IDENTITY_RATELIMIT_SIGNIN": _rate_limit(environ, "IDENTITY_RATELIMIT_SIGNIN", "30/minute"),
         # The proxies whose X-Forwarded-For names the client (the variable gunicorn reads for its own headers).
@@ -300,6 +343,9 @@ def settings_from_env(environ=None):
         # How often the scheduler's lease holder looks whether a backup is due.
         "IDENTITY_BACKUP_POLL_SECONDS": _seconds(environ, "IDENTITY_BACKUP_POLL_SECONDS", 5.0, 0.01),
         "IDENTITY_BACKUP_LEASE_SECONDS": _seconds(environ, "IDENTITY_BACKUP_LEASE_SECONDS", 60.0, 1.0),
+        # The audit log (identity.core.audit_retention): entries older than this many days are pruned, hourly,
+        # by one process at a time; 0 keeps every entry.
+        "IDENTITY_AUDIT_RETENTION_DAYS": _between(environ, "IDENTITY_AUDIT_RETENTION_DAYS", 365, 0, 100 * 365),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",
@@ -308,7 +354,7 @@ def settings_from_env(environ=None):
         "OPENAPI_URL_PREFIX": "/",
         "OPENAPI_JSON_PATH": "openapi.json",
         "OPENAPI_SWAGGER_UI_PATH": "docs",
-        # Served by identity.web.docs from an installed package, never a CDN: /docs works offline.
+        # Served by identity.web.openapi from an installed package, never a CDN: /docs works offline.
         "OPENAPI_SWAGGER_UI_URL": "/docs/assets/",
         # No call to the public validator service from the page.
         "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None, "deepLinking": True},
@@ -337,9 +383,8 @@ def engine_options(config):
         # connections could run out, and waits are bounded by the busy timeout (see tune_sqlite).
         # The connection used last is the next one handed out: its page cache is the likeliest to be
         # still valid (SQLite drops a connection's cache when another connection has written since its
-        # last transaction), where a queue would hand out the one idle the longest. Under 2 sync
-        # workers' creates: 85 pages read from the file per create, against 96 (plain Flask's one
-        # connection: 82).
+        # last transaction), where a queue would hand out the one idle the longest (the pages it
+        # spares: docs/performance.md, "Figures behind the code's choices").
         return {**pool, "max_overflow": -1, "pool_use_lifo": True}
     return {
         **pool,

@@ -106,7 +106,7 @@ def make_app(database_url, **config):
 
 
 def without_last_login(identity):
-    """An Identity object with its creator's last_login blanked: the one field a later read may move."""
+    """An Identity object with its creator's last_login blanked: the one field a sign-in of the creator moves."""
     return {**identity, "creator": {**identity["creator"], "last_login": None}}
 
 

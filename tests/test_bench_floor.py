@@ -118,11 +118,15 @@ def test_floor_refuses_what_the_project_refuses(client, floor, user_key, method,
     assert answer.headers.get("WWW-Authenticate") == project.headers.get("WWW-Authenticate")
 
 
-def test_floor_records_last_login_like_the_project(floor, database_path, user_key):
-    floor.get("/identity/did:identity:ipfs:unknown", headers={"x-api-key": user_key})
-    with sqlite3.connect(database_path) as connection:
-        (last_login,) = connection.execute("SELECT last_login FROM users WHERE wallet = ?", (USER_WALLET,)).fetchone()
-    assert last_login is not None and len(last_login) == 26
+def test_floor_reads_write_nothing_like_the_project(client, floor, database_path, user_key):
+    identity = client.post("/identity", json=FULL_BODY, headers={"x-api-key": user_key}).headers["Location"]
+    with sqlite3.connect(database_path) as observer:
+        before = observer.execute("PRAGMA data_version").fetchone()[0]  # moves with another connection's commit
+        assert floor.get(identity, headers={"x-api-key": user_key}).status_code == 200
+        assert floor.get("/identity/did:identity:ipfs:unknown", headers={"x-api-key": user_key}).status_code == 404
+        assert observer.execute("PRAGMA data_version").fetchone()[0] == before
+        (last_login,) = observer.execute("SELECT last_login FROM users WHERE wallet = ?", (USER_WALLET,)).fetchone()
+    assert last_login is None
 
 
 def test_floor_logs_a_create_in_the_change_log_as_the_project_does(client, floor, user_key):

@@ -1,5 +1,7 @@
 """What a newcomer meets in the first hour: each mistake gets an answer that says what to do."""
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -13,7 +15,9 @@ CONTENT_ID = "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bvkuxqxdpmydhvfa"
 
 
 @pytest.fixture
-def unmigrated_app(empty_database_url):
+def unmigrated_app(empty_database_url, backend):
+    if backend == "sqlite":  # the file, empty, as SQLite makes it (tests/cli/test_files.py: no file at all)
+        Path(make_url(empty_database_url).database).touch()
     app = make_app(empty_database_url)
     yield app
     with app.app_context():

@@ -1,5 +1,6 @@
 """The user documentation holds together: README.md stays a short guide, its links to docs/ pages (and theirs to
-each other) lead somewhere, down to the section a link names, and docs/configuration.md lists every setting."""
+each other) lead somewhere, down to the section a link names, every table renders whole, and
+docs/configuration.md lists every setting."""
 
 import ast
 import re
@@ -79,6 +80,37 @@ def test_a_link_to_a_missing_page_or_section_is_found(tmp_path):
         "```\n[in a code block](docs/ignored.md)\n```\n[outside](https://example.org/x.md)\n"
     )
     assert broken_links(page) == ["docs/gone.md", "docs/here.md#elsewhere"]
+
+
+# --- every table renders whole -----------------------------------------------------------------------------
+
+# A table's delimiter row, under its header: |---|:--:|---:|
+DELIMITER_ROW = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+
+
+def orphan_table_rows(text):
+    """The lines that start with `|` outside code blocks but belong to no table: a run of such lines whose second
+    is not a delimiter row is text on the page, as the rows after a blank line inside a table are."""
+    orphans, run = [], []
+    for line in [*FENCE.sub("", text).splitlines(), ""]:
+        if line.startswith("|"):
+            run.append(line)
+            continue
+        if run and not (len(run) >= 2 and DELIMITER_ROW.match(run[1])):
+            orphans += run
+        run = []
+    return orphans
+
+
+@pytest.mark.parametrize("page", [README, *PAGES], ids=["README.md", *(page.name for page in PAGES)])
+def test_no_table_is_split_by_a_blank_line(page):
+    assert orphan_table_rows(page.read_text(encoding="utf-8")) == []
+
+
+def test_a_table_split_by_a_blank_line_is_found():
+    # The checker itself must be able to fail: the row after the blank line renders as text.
+    text = "| a | b |\n|---|:--:|\n| 1 | 2 |\n\n| 3 | 4 |\n\n```\n| in a code block |\n```\n| c |\n|---|\n"
+    assert orphan_table_rows(text) == ["| 3 | 4 |"]
 
 
 # --- docs/configuration.md lists every setting ---------------------------------------------------------

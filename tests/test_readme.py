@@ -15,9 +15,11 @@ import re
 import shutil
 
 import pytest
+import requests
 
-from tests.live import BIN, ROOT, LiveServer, free_port
-from tests.pasted import MARKS, Shell, blocks, pages, project_folder, readme_blocks
+from tests.conftest import ADMIN_WALLET
+from tests.live import BIN, ROOT, LiveServer, free_port, prepare_database
+from tests.pasted import MARKS, BlockFailed, Shell, blocks, pages, project_folder, readme_blocks
 
 FLASK = re.compile(r"(?<![\w./-])flask\s")
 PG_TOOLS = re.compile(r"\b(pg_dump|pg_restore|psql|pg_dumpall)\b[^\n]*")
@@ -106,3 +108,27 @@ def check_the_readmes_answers(printed):
     # The content check prints the content_id, the last part of the identity_id.
     assert identity_id.rsplit(":", 1)[1] in printed[4].split()
 
+
+
+def test_the_if_match_example_stops_on_an_identity_without_an_etag_and_changes_nothing(database_url, backend):
+    """A removed identity's GET is 410, without an ETag, and curl leaves out an empty header: pasted then, the
+    docs' conditional PATCH must stop, not change the identity unconditionally."""
+    [block] = [block for block in blocks(ROOT / "docs" / "curation-and-feed.md") if "If-Match" in block.text]
+    admin_key = prepare_database(database_url, ADMIN_WALLET)
+    server = LiveServer(database_url, workers=1).start()
+    headers = {"x-api-key": admin_key}
+    try:
+        identity_id = requests.post(server.url + "/identity", json={"display_name": "Conditional"}, headers=headers,
+                                    timeout=10).json()["identity_id"]
+        env = {**os.environ, "BASE": server.url, "ADMIN_KEY": admin_key, "ID": identity_id}
+
+        with Shell(env, ROOT) as shell:  # live: the ETag is sent, and the change made
+            printed = shell.run(block.text, str(block))
+        assert f'"identity_id":"{identity_id}"' in printed.replace(" ", "") and '"status":"pending"' in printed.replace(" ", "")
+        assert requests.patch(f"{server.url}/identity/{identity_id}", json={"status": "removed"}, headers=headers,
+                              timeout=10).status_code == 200
+        with Shell(env, ROOT) as shell, pytest.raises(BlockFailed, match="no ETag"):
+            shell.run(block.text, str(block))
+        assert requests.get(f"{server.url}/identity/{identity_id}", headers=headers, timeout=10).status_code == 410
+    finally:
+        server.stop()

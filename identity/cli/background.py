@@ -7,6 +7,8 @@ import click
 from flask.cli import pass_script_info
 
 from ..feed import delivery
+from ..storage.database import db, missing_sqlite_file
+from . import refuse_missing_database
 
 
 @click.group()
@@ -18,7 +20,12 @@ def webhooks():
 @pass_script_info
 def deliver_command(script_info):
     """Deliver webhooks until stopped (SIGINT or SIGTERM); one deliverer works at a time, through the lease."""
-    run_alone(delivery.Deliverer(script_info.load_app()), "Delivering webhooks")
+    app = script_info.load_app()
+    with app.app_context():  # a database that is down is waited for; one that does not exist is not created
+        missing = missing_sqlite_file(db.engine.url)
+    if missing is not None:
+        refuse_missing_database(missing)
+    run_alone(delivery.Deliverer(app), "Delivering webhooks")
 
 
 def run_alone(holder, doing):

@@ -10,6 +10,7 @@ from alembic.script import ScriptDirectory
 from flask import current_app
 from flask.cli import pass_script_info, with_appcontext
 
+from ..core import audit
 from ..data.backups import archive, restoring, runs, schedule
 from ..data.backups.store import StoreError
 from ..schemas import MAX_SEQ
@@ -87,6 +88,9 @@ def restore(context, source, issued_up_to):
             if backend == "sqlite":
                 return context.invoke(data.restore, path=plain, issued_up_to=issued_up_to)
             replaced, next_seq = restoring.restore_postgresql(db.engine, plain, issued_up_to)
+            audit.record_now("database.restore", "backup", name, after={
+                "identities": manifest.get("identities"), "issued_up_to": manifest.get("issued_up_to"),
+                "next_seq": next_seq})
     except FAILURES as error:
         raise _refused(error) from None
     was = f"a database that had issued seq {replaced}" if replaced is not None else "no change log (a new database)"
@@ -132,7 +136,9 @@ def verify_backup(name):
     try:
         found = runs.verify(name, script)
     except FAILURES as error:
+        audit.record_now("backup.verify", "backup", name, outcome="failed", detail=str(error)[:500])
         raise click.ClickException(f"{name} does not verify: {error}") from None
+    audit.record_now("backup.verify", "backup", name, after={"found": found})
     click.echo(f"{name} verified: SHA-256 matches its manifest; {found}.")
 
 

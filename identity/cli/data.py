@@ -9,9 +9,12 @@ from pathlib import Path
 
 import click
 from alembic.script import ScriptDirectory
+from flask import current_app
 from flask.cli import with_appcontext
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
-from ..core import curation
+from ..core import audit, contract_wallets, curation
 from ..core.errors import IdentityNotFound
 from ..core.wallets import checksum_wallet
 from ..data import copy as dbcopy
@@ -19,21 +22,34 @@ from ..data import exports, imports
 from ..data import restore as restoring
 from ..data import snapshot as car
 from ..schemas import MAX_SEQ, STATUSES
-from ..storage.database import db, migrate
+from ..storage.database import db, migrate, missing_sqlite_file
 from ..storage.readiness import upgrade_command
-from . import CLI_WALLET, faults, interrupted, needs_database, progress, wallet_option, writing
+from . import (
+    CLI_WALLET,
+    faults,
+    interrupted,
+    needs_database,
+    overwrite_option,
+    progress,
+    refuse_existing,
+    refuse_missing_database,
+    wallet_option,
+    writing,
+)
 
 
 @click.command("backup")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@overwrite_option
 @with_appcontext
 @needs_database
-def backup(path):
+def backup(path, overwrite):
     """Write a consistent copy of the SQLite database to PATH, while the service runs.
 
     SQLite's online backup copies one snapshot of the database: every create acknowledged before
     the backup began is in it, and writes go on meanwhile. The copy is checked (PRAGMA
-    integrity_check) and is one self-contained file; docs/backup.md says how to restore it.
+    integrity_check) and is one self-contained file; docs/backup.md says how to restore it. An existing
+    PATH is refused unless --overwrite.
     """
     url = db.engine.url
     if url.get_backend_name() != "sqlite":
@@ -46,10 +62,11 @@ def backup(path):
     if not source_path or source_path == ":memory:" or not Path(source_path).is_file():
         raise click.ClickException(f"No SQLite database file at {source_path!r}: nothing to back up.")
     path = path.resolve()
-    if path.exists():
-        raise click.ClickException(f"{path} exists already; give a new file name.")
     if path == Path(source_path).resolve():
         raise click.ClickException("PATH is the database itself; give another file name.")
+    if path.is_dir():
+        raise click.ClickException(f"{path} is a folder; give a file name.")
+    refuse_existing(path, overwrite)
     if not path.parent.is_dir():
         raise click.ClickException(f"No folder {path.parent} to write the backup in.")
     # Written under a temporary name beside PATH and renamed when complete and checked: PATH is
@@ -73,11 +90,15 @@ def backup(path):
             source.close()
         if problems != ["ok"]:
             raise click.ClickException("The copy failed its integrity check: " + "; ".join(problems[:5]))
-        os.replace(partial, path)
+        exports.put_in_place(partial, path, overwrite)
     except sqlite3.Error as error:
         raise click.ClickException(f"The backup failed: {error}") from None
+    except FileExistsError:  # another process wrote PATH meanwhile: its file stays
+        refuse_existing(path, overwrite)
+        raise
     finally:
         Path(partial).unlink(missing_ok=True)
+    audit.record_now("database.backup", "database", path.name, after={"path": str(path), "identities": identities})
     click.echo(f"Backed up {source_path} ({identities} identities) to {path}; integrity check ok.", err=True)
     click.echo(str(path))
 
@@ -113,6 +134,7 @@ def restore(path, issued_up_to):
         )
     except restoring.RestoreRefused as refused:
         raise click.ClickException(str(refused)) from None
+    _record_restore(path, restored)
     replaced = ("a database that had issued seq " + str(restored.replaced_end) if restored.replaced_end is not None
                 else "no database (none was there)")
     click.echo(f"Restored {path} ({restored.identities} identities, feed issued up to seq {restored.backup_end}) in "
@@ -129,6 +151,19 @@ def restore(path, issued_up_to):
         click.echo(f"Its schema is at revision {restored.revision}, older than this code's: run `{upgrade_command()}` "
                    "before starting the service.", err=True)
     click.echo(database)
+
+
+def _record_restore(path, restored):
+    """The restore's entry, in the restored database's audit log (which the backup brought back); a backup of a
+    schema without one gets none, and the command says so."""
+    try:
+        audit.record_now("database.restore", "database", path.name, after={
+            "path": str(path), "identities": restored.identities, "backup_end": restored.backup_end,
+            "replaced_end": restored.replaced_end, "next_seq": restored.next_seq})
+    except SQLAlchemyError:
+        db.session.remove()
+        click.echo("The restored database has no audit log yet (its schema is older): the restore is not in it.",
+                   err=True)
 
 
 @click.group()
@@ -159,12 +194,14 @@ def set_status(identity_id, status, wallet):
 
 @identities.command("export")
 @click.argument("path", default="-", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@overwrite_option
 @with_appcontext
-def export_identities(path):
+def export_identities(path, overwrite):
     """Write every identity as JSON Lines to PATH (default -, standard output), oldest first.
 
     Each line is the Identity as an Admin reads it, with the creator reduced to its wallet; `identities
-    import` reads it back. A file is written under a temporary name and renamed when complete.
+    import` reads it back. A file is written under a temporary name and put in place when complete; an
+    existing PATH is refused unless --overwrite.
     """
     try:
         with faults("The export"), progress(exports.count_identities()) as bar:
@@ -172,7 +209,7 @@ def export_identities(path):
                 with click.open_file("-", "wb") as stdout:
                     written = exports.export_identities(stdout, bar.update)
             else:
-                with writing(path) as stream:
+                with writing(path, overwrite) as stream:
                     written = exports.export_identities(stream, bar.update)
     except KeyboardInterrupt:
         interrupted("no file was written" if str(path) != "-" else "the output stops where it was")
@@ -204,6 +241,8 @@ def import_identities(source, wallet):
         click.echo(f"Interrupted after line {counts.lines}: {counts.summary()} (committed; import the rest again, "
                    "present identities are skipped).", err=True)
         sys.exit(130)
+    audit.record_now("identities.import", "database", getattr(source, "name", None), after={
+        "imported": counts.imported, "skipped": counts.skipped, "refused": counts.refused})
     click.echo(counts.summary())
     if counts.refused:
         sys.exit(1)
@@ -211,16 +250,18 @@ def import_identities(source, wallet):
 
 @identities.command("snapshot")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@overwrite_option
 @with_appcontext
-def snapshot(path):
+def snapshot(path, overwrite):
     """Write every identity's content to PATH as a CARv1 file for IPFS, and print its root CID.
 
     Each content is a raw block whose CID is the identity's content_id; DAG-CBOR index blocks link
     them all under one root, which depends only on the set of identities. `ipfs dag import PATH`
-    loads it. The file is written under a temporary name and renamed when complete.
+    loads it. The file is written under a temporary name and put in place when complete; an existing PATH
+    is refused unless --overwrite.
     """
     try:
-        with faults("The snapshot"), progress(exports.count_identities()) as bar, writing(path) as stream:
+        with faults("The snapshot"), progress(exports.count_identities()) as bar, writing(path, overwrite) as stream:
             root, written = car.write_snapshot(stream, bar.update)
     except car.SnapshotError as error:
         raise click.ClickException(str(error)) from None
@@ -240,13 +281,20 @@ def copy_database(target_url):
     and hold no data. Every table is copied in one transaction, then each table's row count and
     checksum are compared with the source's; on any failure or Ctrl-C the target is left as it was.
     """
+    missing = missing_sqlite_file(db.engine.url)
+    if missing is not None:
+        refuse_missing_database(missing)
     try:
         with progress(unit="rows") as bar:
-            report = dbcopy.copy_database(db.engine, target_url, bar.update)
+            report = dbcopy.copy_database(db.engine, target_url, bar.update,
+                                          contract_wallets.Endpoints.of(current_app.config))
     except dbcopy.CopyRefused as refusal:
         raise click.ClickException(str(refusal)) from None
     except KeyboardInterrupt:
         interrupted("nothing was written to the target")
+    # The target's URL without its password: never a credential in the log.
+    target = make_url(target_url).render_as_string(hide_password=True)
+    audit.record_now("database.copy", "database", target[:128], after={"rows": sum(report.values()), "tables": len(report)})
     for table, rows in report.items():
         click.echo(f"{table}: {rows} rows, checksum equal", err=True)
     click.echo(f"copied {sum(report.values())} rows in {len(report)} tables; counts and checksums verified")

@@ -4,7 +4,8 @@ import click
 from flask.cli import with_appcontext
 
 from ..core import keys as service
-from ..core.errors import ServiceError
+from ..core import users
+from ..core.errors import ServiceError, UserNotFound
 from ..storage.readiness import flask_command
 from . import needs_database
 
@@ -45,16 +46,18 @@ def create_key(wallet, role, scope, label, expires_in):
 @keys.command("list")
 @with_appcontext
 def list_keys():
-    """List keys without their secrets: scope, label, expiry and last use too."""
+    """List keys without their secrets: scope, label, expiry and last use too, and each user's grant (the most a
+    sign-in with Ethereum issues its wallet)."""
     rows = service.all_keys()
     click.echo(
-        f"{'id':36}  {'hint':9}  {'wallet':42}  {'role':5}  {'scope':5}  {'label':20}  {'created_at':20}  "
-        f"{'expires_at':20}  {'last_used_at':20}  revoked_at"
+        f"{'id':36}  {'hint':9}  {'wallet':42}  {'role':5}  {'grant':5}  {'scope':5}  {'label':20}  "
+        f"{'created_at':20}  {'expires_at':20}  {'last_used_at':20}  revoked_at"
     )
     for api_key in rows:
         label = (api_key.label or "-")[:20]
+        user = api_key.user
         click.echo(
-            f"{api_key.id:36}  {api_key.hint:9}  {api_key.user.wallet:42}  {api_key.user.role:5}  {api_key.scope:5}  "
+            f"{api_key.id:36}  {api_key.hint:9}  {user.wallet:42}  {user.role:5}  {user.grant:5}  {api_key.scope:5}  "
             f"{label:20}  {_moment(api_key.created_at):20}  {_moment(api_key.expires_at):20}  "
             f"{_moment(api_key.last_used_at):20}  {_moment(api_key.revoked_at)}"
         )
@@ -62,6 +65,22 @@ def list_keys():
 
 def _moment(value):
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else "-"
+
+
+@keys.command("grant")
+@click.option("--wallet", required=True, help="Ethereum address of a known user.")
+@click.argument("grant", type=click.Choice(users.GRANTS))
+@with_appcontext
+def grant_wallet(wallet, grant):
+    """Set the most a sign-in with Ethereum issues --wallet: `read` narrows it (its sign-ins get read keys
+    alone), `write` widens it, as issuing the wallet a write key does. Its keys stay as they are: revoke its
+    write keys (`keys revoke --wallet`) to take write access away now."""
+    try:
+        user = users.set_grant(wallet, grant)
+    except UserNotFound:
+        raise click.BadParameter("no user has this wallet: `keys create --wallet ADDRESS --scope read` makes one "
+                                 "granted read.", param_hint="--wallet") from None
+    click.echo(f"{user['wallet']} ({user['role']}) is granted {user['grant']}.")
 
 
 @keys.command("revoke")

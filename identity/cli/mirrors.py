@@ -42,7 +42,8 @@ def _show(mirror):
     return (f"{mirror.id}  {mirror.name}  {mirror.url}  {'active' if mirror.active else 'paused'}  position "
             f"{mirror.position} of {mirror.upstream_head}, lag {state['lag_entries']} entries, "
             f"{'-' if lag is None else f'{lag:g}'} s; applied {mirror.applied}, already present {mirror.already_present}, "
-            f"rejected {mirror.rejected}" + (f"; last error {mirror.last_error_at:%Y-%m-%dT%H:%M:%SZ}: {mirror.last_error}"
+            f"rejected {mirror.rejected}" + (f"; {'failing' if state['failing'] else 'past error'} "
+                                             f"{mirror.last_error_at:%Y-%m-%dT%H:%M:%SZ}: {mirror.last_error}"
                                              if mirror.last_error else ""))
 
 

@@ -2,8 +2,10 @@
 followed live by the page's script through an event stream of the console's own, authenticated by the
 session cookie, that waits on the same hub and Follower as GET /changes?feed=eventsource.
 
-The stream ends when the session does: the hub asks the session again every second (sign-out, its key
-revoked or expired, its 12 hours), as it asks an API key.
+The stream follows its session as it is now: the hub asks the session again every second, as it asks an
+API key, and the stream ends when the session does (sign-out, its key revoked or expired, its 12 hours),
+or when its user is no longer an Admin or its key's scope changed (the page's script reconnects, and the
+guard then lets only an Admin's live session in).
 """
 
 import math
@@ -50,6 +52,12 @@ def change_stream():
     # The session's lookup left the request's session in a transaction: its connection goes back now.
     db.session.commit()
     hub = live.hub_of(current_app)
-    unfollow = hub.follow(holder, lambda: sessions.session_of(token) is not None)
+    opened_with = (g.session.caller.role, g.session.caller.scope)  # an Admin's (the guard lets no other in)
+
+    def still_valid():
+        session = sessions.session_of(token)
+        return session is not None and (session.caller.role, session.caller.scope) == opened_with
+
+    unfollow = hub.follow(holder, still_valid)
     follower = streams.Follower(hub, start, LATEST, True, holder, streams.client_gone(request.environ))
     return streams.event_stream(follower, math.inf, HEARTBEAT_SECONDS, unfollow)

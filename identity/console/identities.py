@@ -8,7 +8,7 @@ from marshmallow import ValidationError
 from ..core import authorship, browse, content, curation, history, identities
 from ..core.errors import IdentityNotFound, InvalidParameters, PreconditionFailed
 from ..core.signatures import SignatureError
-from ..schemas import SORT_KEYS, STATUSES, identity_etag, identity_list_args_schema, identity_schema
+from ..schemas import SORT_KEYS, STATUSES, identity_body, identity_list_args_schema, identity_schema
 from . import bp
 from .pages import error_page, field_messages, render
 
@@ -52,7 +52,7 @@ def _identity_page(identity_id, status=200, conflict=None, done=None):
     return render(
         "identity.html", status,
         identity=identity_schema.dump(record),
-        etag=identity_etag(record),
+        etag=identity_body(record)[1],
         check=content.check_address(record, record["identity_id"], record["identity_hash"]),
         signature=signature_state(record),
         history=entries,
@@ -63,11 +63,16 @@ def _identity_page(identity_id, status=200, conflict=None, done=None):
 
 
 def signature_state(record):
-    """What the page says of the creator's signature: "not signed", "signed", or "does not recover to the
-    creator" (which the service never stores, but a database edited by hand may hold)."""
+    """What the page says of the creator's signature: "not signed", "signed", "signed by a contract wallet on
+    chain N", or "does not recover to the creator" (which the service never stores, but a database edited by hand
+    may hold)."""
     signature = record["creator_signature"]
     if signature is None:
         return "not signed"
+    chain_id = record.get("creator_signature_chain_id")
+    if chain_id is not None:
+        # Checked on its chain when it was stored; the page asks no chain again.
+        return f"signed by a contract wallet on chain {chain_id}"
     try:
         signer = authorship.recover_author(record["content_id"], signature)
     except SignatureError:
@@ -84,7 +89,7 @@ def change_status(identity_id):
     shown = request.form.get("etag", "")
     try:
         curation.update_identity(identity_id, {"status": status}, g.session.caller.wallet,
-                                 precondition=lambda identity: identity_etag(identity) == shown)
+                                 precondition=lambda identity: identity_body(identity)[1] == shown)
     except PreconditionFailed:
         return _identity_page(identity_id, status=409, conflict=CONFLICT)
     done = "removed" if status == "removed" else "restored"

@@ -18,8 +18,8 @@ from . import bp
 log = logging.getLogger(__name__)
 
 # The core's refusals that mean "no such thing": answered 404, as the API answers them.
-NOT_FOUND = (errors.IdentityNotFound, errors.KeyNotFound, errors.WebhookNotFound, errors.UserNotFound,
-             errors.SigninOff)
+NOT_FOUND = (errors.IdentityNotFound, errors.KeyNotFound, errors.WebhookNotFound, errors.MirrorNotFound,
+             errors.UserNotFound, errors.SigninOff)
 PROBLEM_MIMETYPE = "application/problem+json"
 
 
@@ -95,12 +95,6 @@ def http_error(error):
 def refused(error):
     status = 404 if isinstance(error, NOT_FOUND) else 400
     return error_page(status, "Not found" if status == 404 else "Refused", error.detail, **error.extra)
-
-
-@bp.errorhandler(errors.TooManyNonces)
-def too_many_sign_ins(error):
-    """As many sign-ins are in progress as IDENTITY_SIWE_MAX_NONCES allows: unavailable for a while, as the API says."""
-    return error_page(503, "Too many sign-ins in progress", error.detail, {"Retry-After": str(error.retry_after)})
 
 
 @bp.errorhandler(NotReady)

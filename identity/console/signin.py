@@ -10,10 +10,12 @@ there only with JavaScript) that asks wallet_message for the EIP-4361 message na
 sign_in_with_wallet in a form like the key's: the checks are POST /auth/siwe's, and only an Admin's wallet
 opens a session.
 
-wallet_message is a GET, as GET /auth/nonce is: it changes nothing but the nonces waiting, which it adds
-to under the same budget per client address (web.limits, the one thing the console takes from the web
-layer) and the same cap; its answer carries nothing secret (a cross-site page cannot read it anyway), and
-is never cached.
+wallet_message is a GET, as GET /auth/nonce is: it changes nothing (a nonce stores nothing until a sign-in
+spends it), under the same budget per client address (web.limits, the one thing the console takes from the web
+layer); its answer carries nothing secret (a cross-site page cannot read it anyway), and is never cached.
+
+An Admin wallet granted read only (users.grant) opens read-only sessions alone: asking for more is answered
+with the sign-in page, 403, saying so.
 """
 
 import hmac
@@ -22,7 +24,7 @@ import secrets
 from flask import g, make_response, redirect, request, url_for
 
 from ..core import sessions, signin
-from ..core.errors import InvalidMessage, SigninRefused
+from ..core.errors import BeyondGrant, InvalidMessage, SigninRefused
 from ..schemas import SigninMessageSchema
 from ..web import limits
 from . import bp
@@ -80,6 +82,8 @@ def sign_in_with_wallet():
         token, _ = sessions.open_wallet_session(message, request.form.get("signature", ""), scope)
     except sessions.SignInRefused as refusal:
         return render("refused.html", 403, detail=refusal.detail, by="wallet")
+    except BeyondGrant as refusal:  # an Admin wallet granted read only, which may sign in again read-only
+        return _sign_in_page(wallet_error=refusal.detail, status=403)
     except InvalidMessage as invalid:
         return _sign_in_page(wallet_error=invalid.detail, status=422)
     except SigninRefused as refusal:

@@ -7,7 +7,8 @@ anyone can check it with a stock library (ethers' verifyTypedData, eth-account's
 from eth_account.messages import SignableMessage
 from eth_utils import keccak
 
-from identity.core.signatures import recover_signer
+from identity.core import contract_wallets
+from identity.core.signatures import canonical_signature, recover_signer
 
 DOMAIN = {"name": "Identity", "version": "1"}
 PRIMARY_TYPE = "Identity"
@@ -49,3 +50,17 @@ def recover_author(content_id, signature_hex):
     Raises SignatureError (identity.core.signatures) for a malformed or unrecoverable signature.
     """
     return recover_signer(signable(content_id), signature_hex)
+
+
+def check_author(content_id, creator, signature_hex, chain_id, endpoints):
+    """(the signature as it is stored and served, the chain it holds on) when `creator` signed
+    typed_data(content_id): an ordinary wallet's, recovered here (its chain is None: it holds on every chain),
+    or a contract wallet's, accepted by it on chain `chain_id` (EIP-1271, EIP-6492), asked only when the
+    signature does not recover to `creator`.
+
+    Raises contract_wallets' NotSigned, NoEndpoint or ChainUnavailable (contract_wallets.check).
+    """
+    signable_message = signable(content_id)
+    if contract_wallets.check(creator, signable_message, signature_hex, chain_id, endpoints):
+        return "0x" + contract_wallets.signature_data(signature_hex).hex(), chain_id
+    return canonical_signature(signature_hex), None

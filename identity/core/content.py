@@ -21,7 +21,8 @@ DEFAULT_NAMESPACE = "identity"
 # The other 2 (zero) bits, 256 digest bits and 2 zero pad bits make 26 groups of 10 bits.
 _CID_HEAD = "bafkrei"
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
-# base64.b32encode is pure Python in CPython 3.11 (~6 us); one lookup per 10 bits is half that.
+# base64.b32encode is pure Python in CPython 3.11; one lookup per 10 bits takes half its time
+# (docs/performance.md, "Figures behind the code's choices").
 _BASE32_PAIRS = tuple(a + b for a in _BASE32 for b in _BASE32)
 _SHIFTS = tuple(range(250, -1, -10))
 # int(..., 32) reads digits 0-9a-v, so decoding is a C-speed translate and parse.
@@ -89,8 +90,8 @@ def canonical_bytes(content: Mapping[str, str]) -> bytes:
     content = dict(content)  # rfc8785 accepts only a real dict, not any Mapping
     if all(_is_plain(key) and _is_plain(value) for key, value in content.items()):
         # For printable ASCII, JCS is what orjson writes with sorted keys: keys in code point order,
-        # only " and \ escaped, no white space. orjson does it in C, 30 times faster (an import
-        # canonicalizes every line).
+        # only " and \ escaped, no white space. orjson does it in C, far faster than rfc8785's Python
+        # (an import canonicalizes every line; docs/performance.md, "Figures behind the code's choices").
         return orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
     return rfc8785.dumps(content)
 

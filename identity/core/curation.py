@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, update
 
 from ..storage.database import write_transaction
 from ..storage.models import utcnow
-from . import content, history
+from . import audit, content, history
 from .errors import IdentityNotFound, PreconditionFailed
 from .identities import IDENTITIES, IDENTITIES_WITH_CREATOR, identity_record
 
@@ -59,8 +59,24 @@ def update_identity(identity_id, changes, wallet, precondition=None):
         identity = identity_record(row)
         if precondition is not None and not precondition(identity):
             raise PreconditionFailed()
-        apply_changes(session, identity, changes, wallet, utcnow())
+        changed = apply_changes(session, identity, changes, wallet, utcnow())
+        if changed:
+            audit.record(_curation_action(changed), "identity", identity_id,
+                         before={name: change["before"] for name, change in changed.items()},
+                         after={name: change["after"] for name, change in changed.items()},
+                         actor=None if wallet == "cli" else {"wallet": wallet})
     return identity
+
+
+def _curation_action(changed):
+    """identity.take_down, identity.restore (a status to or from removed), or identity.curate."""
+    status = changed.get("status")
+    if status is not None and set(changed) == {"status"}:
+        if status["after"] == "removed":
+            return "identity.take_down"
+        if status["before"] == "removed":
+            return "identity.restore"
+    return "identity.curate"
 
 
 def status_before_removal(entries):

@@ -167,15 +167,20 @@ class SigninRefused(ServiceError):
         self.check = check
 
 
-class TooManyNonces(ServiceError):
-    """As many sign-in nonces are waiting as IDENTITY_SIWE_MAX_NONCES allows; one expires in `retry_after` seconds."""
+class BeyondGrant(ServiceError):
+    """A sign-in whose checks all passed, asking for more than its wallet is granted (users.grant); the detail says
+    what to ask for instead."""
 
-    def __init__(self, cap, retry_after):
-        super().__init__(
-            f"This service holds {cap:,} sign-ins in progress, the most IDENTITY_SIWE_MAX_NONCES allows: ask for "
-            "a nonce again after the number of seconds in Retry-After, when older ones have expired."
-        )
-        self.retry_after = retry_after
+
+class WalletChainUnavailable(ServiceError):
+    """A contract wallet's signature could not be checked: its chain's endpoint (IDENTITY_ETH_RPC_URLS) gave no
+    usable answer. Nothing was accepted; the request may be sent again after `retry_after` seconds."""
+
+    RETRY_AFTER = 5
+
+    def __init__(self, detail, chain_id):
+        super().__init__(detail, chain_id=chain_id)
+        self.retry_after = self.RETRY_AFTER
 
 
 class InvalidParameters(ServiceError):

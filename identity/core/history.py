@@ -169,7 +169,7 @@ _ISSUED = {
 
 def issued_end():
     """The highest sequence number the log ever issued, 0 when none: the last entry's, or more where a
-    restore raised the sequence above the numbers the database had issued before (identity.cli.restore),
+    restore raised the sequence above the numbers the database had issued before (identity.data.restore),
     so that no number ever names two entries."""
     issued = db.session.execute(_ISSUED[db.session.get_bind().dialect.name]).scalar()
     db.session.commit()

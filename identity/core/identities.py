@@ -7,9 +7,8 @@ from sqlalchemy.exc import IntegrityError
 
 from ..storage.database import db, one_statement, write_transaction
 from ..storage.models import OFF_CHAIN, Identity, new_id, utcnow
-from . import authorship, content, history
-from .errors import Forbidden, IdentityExists, InvalidFields
-from .signatures import SignatureError, canonical_signature
+from . import authorship, content, contract_wallets, history
+from .errors import Forbidden, IdentityExists, InvalidFields, WalletChainUnavailable
 from .users import USERS, find_user, user_of_wallet
 
 IDENTITIES = Identity.__table__
@@ -74,7 +73,7 @@ def create_identity(fields, caller):
     Raises Forbidden when a User key names another creator, InvalidFields for a signature that is not
     the creator's, IdentityExists for known content.
     """
-    creator, address, signature = _checked(fields, caller)
+    creator, address, signature, chain_id = _checked(fields, caller)
     now = utcnow()
     values = {
         "id": new_id(),
@@ -86,6 +85,7 @@ def create_identity(fields, caller):
         "created_at": now,
         "updated_at": now,
         "creator_signature": signature,
+        "creator_signature_chain_id": chain_id,
     }
     # The creator is known before the write lock is taken, so that the lock is held for the writes alone
     # (every other create waits for it): the caller's own user came with its key's lookup; another
@@ -115,7 +115,7 @@ def preview_identity(fields, caller):
     """What create_identity would make of `fields` for `caller`, writing nothing: the normalized content, its
     addresses, whether it exists here (then identity_id is the existing one's), and the typed data that
     its creator signs (identity.core.authorship). Refuses what a create refuses, but known content."""
-    _creator, address, _signature = _checked(fields, caller)
+    _creator, address, _signature, _chain_id = _checked(fields, caller)
     with one_statement() as session:
         existing = session.execute(_IDENTITY_OF_CONTENT, {"content_id": address.content_id}).scalar_one_or_none()
     return {
@@ -126,7 +126,8 @@ def preview_identity(fields, caller):
 
 
 def _checked(fields, caller):
-    """The creator, content address and signature (canonical, or None) of a create of `fields` by `caller`.
+    """The creator, content address, signature (as stored, or None) and its chain (None but for a contract wallet's)
+    of a create of `fields` by `caller`.
 
     A User key may name only itself as creator. A signature must recover to the creator: with it, an
     Admin key creates for the wallet that signed; without one, it may name any wallet, as ever.
@@ -135,20 +136,52 @@ def _checked(fields, caller):
     if caller.role != "Admin" and creator != caller.wallet:
         raise Forbidden("A User key may create identities only with its own wallet as creator.")
     address = content.address(fields, current_app.config["IDENTITY_DID_NAMESPACE"])
-    signature = fields.get("signature")
-    if signature is not None:
-        try:
-            signer = authorship.recover_author(address.content_id, signature)
-        except SignatureError as error:
-            raise InvalidFields({"signature": [error.detail]}) from None
-        if signer != creator:
-            raise InvalidFields({"signature": [
-                f"Not the creator's: it recovers to {signer}, not to {creator}, so another wallet made it or it "
-                "signs other content. The creator's wallet signs the typed_data that POST /identity/preview "
-                "answers for this body (eth_signTypedData_v4)."
-            ]})
-        signature = canonical_signature(signature)
-    return creator, address, signature
+    signature, chain_id = _signature(fields, creator, address.content_id)
+    return creator, address, signature, chain_id
+
+
+def _signature(fields, creator, content_id):
+    """The create's signature as stored, and its chain (None: none, or an ordinary wallet's); InvalidFields when it
+    is not the creator's, WalletChainUnavailable when the creator's chain could not be asked."""
+    signature, chain_id = fields.get("signature"), fields.get("signature_chain_id")
+    if signature is None:
+        if chain_id is not None:
+            raise InvalidFields({"signature_chain_id": [
+                "It names the chain of a contract wallet's signature: send it with that signature, or leave it out."]})
+        return None, None
+    endpoints = contract_wallets.Endpoints.of(current_app.config)
+    try:
+        return authorship.check_author(content_id, creator, signature, chain_id, endpoints)
+    except contract_wallets.NotSigned as error:
+        raise InvalidFields({"signature": [_not_signed(error, creator, chain_id)]}) from None
+    except contract_wallets.NoEndpoint as error:
+        why = (error.problem or f"it recovers to {error.signer}").rstrip(".")
+        raise InvalidFields({"signature": [
+            f"It does not recover to {creator} ({why}), so only a contract wallet at {creator} on chain {chain_id} "
+            f"(EIP-1271, EIP-6492) could accept it, and this service has no endpoint for chain {chain_id}: its "
+            f"operator names one in {contract_wallets.RPC_SETTING}."
+        ]}) from None
+    except contract_wallets.ChainUnavailable as error:
+        raise WalletChainUnavailable(
+            f"The signature does not recover to {creator}, so the contract at {creator} was asked on chain "
+            f"{chain_id}, and chain {chain_id}'s endpoint ({contract_wallets.RPC_SETTING}) gave no answer: "
+            f"{error.reason}. Nothing was created; send the create again after the seconds in Retry-After.",
+            chain_id) from None
+
+
+def _not_signed(error, creator, chain_id):
+    """The 422 message of a signature that is not `creator`'s (contract_wallets.NotSigned)."""
+    typed = ("The creator's wallet signs the typed_data that POST /identity/preview answers for this body "
+             "(eth_signTypedData_v4)")
+    if error.contract:
+        return (f"Not the creator's: it does not recover to {creator}, and the contract at {creator} on chain "
+                f"{chain_id} does not accept it (EIP-1271's isValidSignature, or EIP-6492's validator for a wallet "
+                f"not yet deployed). {typed}; a Safe, with as many of its owners as its threshold.")
+    contract = " A contract wallet's signature names its chain with signature_chain_id."
+    if error.problem is not None:
+        return error.problem + contract
+    return (f"Not the creator's: it recovers to {error.signer}, not to {creator}, so another wallet made it or it "
+            f"signs other content. {typed}.{contract}")
 
 
 def _known_user(wallet):

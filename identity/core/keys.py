@@ -10,19 +10,20 @@ import hashlib
 import logging
 import math
 import secrets
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from cachetools import TTLCache
 from flask import current_app, has_app_context
 from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy import and_, bindparam, func, literal, not_, or_, select, tuple_, update
-from sqlalchemy.exc import DBAPIError
 
 from ..storage.database import db, one_statement, write_transaction
-from ..storage.faults import cause
 from ..storage.models import ApiKey, User, new_id, utcnow
+from . import audit, key_use
 from .browse import cursor_secret
 from .errors import InvalidParameters, KeyNotFound, KeyNotLive
 from .users import USER_COLUMNS, user_of_wallet
@@ -31,20 +32,17 @@ from .wallets import checksum_wallet
 # A fixed prefix lets secret scanners find a leaked key; 32 random bytes give 256 bits of entropy.
 KEY_PREFIX = "idsk_"
 MAX_KEY_LENGTH = 128
-ROLES = ("User", "Admin")
-SCOPES = ("write", "read")
+ROLES, SCOPES = ("User", "Admin"), ("write", "read")
 # Who issued or revoked a key on the command line, or through the Python API (identity.seed).
 CLI = "cli"
 MIN_EXPIRES_IN, MAX_EXPIRES_IN = 60, 10 * 365 * 86_400
 MAX_GRACE_SECONDS = 86_400
-# Lookups a process keeps: live keys only, and never more than this many (then it starts afresh).
+# Lookups a process keeps: live keys only, and never more than this many (the least recently used go first).
 MAX_CACHED_KEYS = 10_000
-DEFAULT_LIMIT = 20
-CURSOR_SALT = "identity.keyring.cursor.v1"
+DEFAULT_LIMIT, CURSOR_SALT = 20, "identity.keyring.cursor.v1"
 CACHE = "identity_key_cache"
 # Every key event (issued, rotated, revoked) is a line here, with the key's id and the acting wallet; never the key.
 key_log = logging.getLogger("identity.keys")
-log = logging.getLogger(__name__)
 
 
 def new_api_key():
@@ -75,18 +73,14 @@ class Caller:
 
 @dataclass
 class _Lookup:
-    """A live key as this process last read it, and until when (monotonic) to believe that.
-
-    `touch_after` (monotonic) is when last_login may next be written: at once for a fresh lookup, so
-    that the database decides. `stops_at` (Unix time) is when the key itself stops: its expiry, or the
-    end of a rotation's grace; a cached lookup is refused from then on.
-    """
+    """A live key as this process last read it. `stops_at` (Unix time) is when the key itself stops: its
+    expiry, or the end of a rotation's grace; a cached lookup is refused from then on. `note_after`
+    (monotonic) is when its use is next worth noting (identity.core.key_use): at once when the stored
+    last_used_at is an interval old, else when it will be."""
 
     caller: Caller
-    believed_until: float
     stops_at: float = math.inf
-    last_used_at: datetime | None = None
-    touch_after: float = 0.0
+    note_after: float = 0.0
 
 
 _KEY_AND_USER = (
@@ -96,31 +90,49 @@ _KEY_AND_USER = (
 )
 
 
+def init_app(app):
+    """`app`'s cache of key lookups: each believed for IDENTITY_KEY_CACHE_SECONDS (the bound on how long a
+    key revoked elsewhere still works here), at most MAX_CACHED_KEYS (the least recently used go first);
+    and its record of the keys' uses."""
+    app.extensions[CACHE] = _Cache(TTLCache(MAX_CACHED_KEYS, app.config["IDENTITY_KEY_CACHE_SECONDS"]), threading.Lock())
+    key_use.init_app(app)
+
+
+@dataclass(frozen=True)
+class _Cache:
+    lookups: TTLCache
+    lock: object  # cachetools' caches are not thread-safe; held for a dict operation, never across a wait
+
+
 def caller_of(key):
-    """The Caller of `key`, or None for a missing, unknown, revoked or expired key."""
+    """The Caller of `key`, or None for a missing, unknown, revoked or expired key.
+
+    Reads only: the key's use is noted in memory (identity.core.key_use), written off the request's path.
+    """
     if not key or len(key) > MAX_KEY_LENGTH:
         return None
     key_hash = hash_api_key(key)
-    cache = current_app.extensions.setdefault(CACHE, {})
-    lookup = cache.get(key_hash)
-    now = time.monotonic()
-    if lookup is None or lookup.believed_until < now:
-        lookup = _look_up(key_hash, now + current_app.config["IDENTITY_KEY_CACHE_SECONDS"])
+    cache = current_app.extensions[CACHE]
+    with cache.lock:
+        lookup = cache.lookups.get(key_hash)
+    if lookup is None:
+        lookup = _look_up(key_hash)
         if lookup is None:
-            cache.pop(key_hash, None)
             return None
-        if len(cache) >= MAX_CACHED_KEYS:
-            cache.clear()
-        cache[key_hash] = lookup
+        with cache.lock:
+            cache.lookups[key_hash] = lookup
     if time.time() >= lookup.stops_at:  # expired, or rotated out: as unknown
-        cache.pop(key_hash, None)
+        with cache.lock:
+            cache.lookups.pop(key_hash, None)
         return None
-    if now >= lookup.touch_after:
-        _touch_last_login(lookup, current_app.config["IDENTITY_LAST_LOGIN_INTERVAL"])
+    now = time.monotonic()
+    if now >= lookup.note_after:
+        key_use.note(lookup.caller.key_id)
+        lookup.note_after = now + current_app.config["IDENTITY_KEY_USE_INTERVAL"]
     return lookup.caller
 
 
-def _look_up(key_hash, believed_until):
+def _look_up(key_hash):
     with one_statement() as connection:
         row = connection.execute(_KEY_AND_USER, {"key_hash": key_hash}).one_or_none()
     if row is None:
@@ -131,46 +143,19 @@ def _look_up(key_hash, believed_until):
         return None
     user = dict(zip(USER_COLUMNS, user_values, strict=True))
     caller = Caller(user["id"], key_id, user["wallet"], user["role"], scope, user)
-    return _Lookup(caller, believed_until, stops_at, last_used_at)
+    note_after = 0.0
+    if last_used_at is not None:
+        due_in = (last_used_at - utcnow()).total_seconds() + current_app.config["IDENTITY_KEY_USE_INTERVAL"]
+        note_after = time.monotonic() + due_in if due_in > 0 else 0.0
+    return _Lookup(caller, stops_at, note_after)
 
 
 def forget_keys():
     """Drop this process's cached lookups, so that a revocation made here takes effect at once."""
     if has_app_context():
-        current_app.extensions.setdefault(CACHE, {}).clear()
-
-
-def _touch_last_login(lookup, interval):
-    """Record the login (and the key's last use) at most once an interval, so that reads do not all turn
-    into writes.
-
-    Best effort: a read never waits for the write lock and never fails because of this write. When the
-    database is locked, read-only or full, the write is skipped with a WARNING and tried again after
-    the interval.
-    """
-    now = utcnow()
-    cutoff = now - timedelta(seconds=interval)
-    user = lookup.caller.user
-    if any(moment is None or moment <= cutoff for moment in (user["last_login"], lookup.last_used_at)):
-        user_id, key_id = lookup.caller.user_id, lookup.caller.key_id
-        due = or_(User.last_login.is_(None), User.last_login <= cutoff)
-        key_due = or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at <= cutoff)
-        try:
-            with write_transaction(wait=False) as session:
-                # The condition is repeated in SQL so that concurrent workers write it once; a row
-                # another transaction holds is skipped, not waited for (PostgreSQL's SKIP LOCKED).
-                held = select(User.id).where(User.id == user_id, due).with_for_update(skip_locked=True)
-                session.execute(update(User).where(User.id.in_(held.scalar_subquery())).values(last_login=now))
-                held = select(ApiKey.id).where(ApiKey.id == key_id, key_due).with_for_update(skip_locked=True)
-                session.execute(update(ApiKey).where(ApiKey.id.in_(held.scalar_subquery())).values(last_used_at=now))
-        except DBAPIError as error:
-            log.warning("last_login of user %s not recorded: database %s", user_id, cause(error))
-            lookup.touch_after = time.monotonic() + interval
-            return
-        user["last_login"] = lookup.last_used_at = now
-    # Until the interval since the older of the two has passed, the requests of this key need not ask.
-    oldest = min(user["last_login"], lookup.last_used_at)
-    lookup.touch_after = time.monotonic() + (oldest - cutoff).total_seconds()
+        cache = current_app.extensions[CACHE]
+        with cache.lock:
+            cache.lookups.clear()
 
 
 # --- issuing, rotating, revoking ---------------------------------------------------------------------
@@ -178,9 +163,10 @@ def _touch_last_login(lookup, interval):
 def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, created_by=CLI):
     """Issue a key for `wallet`; returns (plaintext key, ApiKey).
 
-    A new wallet becomes a user with `role` (default User); for a known one, a given role replaces its
-    role. `scope` is write or read; `expires_in` seconds (MIN_EXPIRES_IN to MAX_EXPIRES_IN) or None for
-    no expiry; `created_by` is the wallet of the issuing key, or "cli".
+    A new wallet becomes a user with `role` (default User), granted `scope`; for a known one, a given role
+    replaces its role, and a write key widens its grant to write (users.grant: what a sign-in may issue it).
+    `scope` is write or read; `expires_in` seconds (MIN_EXPIRES_IN to MAX_EXPIRES_IN) or None for no expiry;
+    `created_by` is the wallet of the issuing key, or "cli".
     """
     if role is not None and role not in ROLES:
         raise ValueError(f"Unknown role {role!r}: choose one of {', '.join(ROLES)}.")
@@ -192,15 +178,21 @@ def issue_key(wallet, role=None, *, scope="write", label=None, expires_in=None, 
     now = utcnow()
     expires_at = None if expires_in is None else now + timedelta(seconds=expires_in)
     with write_transaction() as session:
-        user = user_of_wallet(session, wallet, role or "User", now)
-        role_changed = role is not None and user["role"] != role
-        if role_changed:
-            session.execute(update(User).where(User.id == user["id"]).values(role=role, updated_at=now))
+        user = user_of_wallet(session, wallet, role or "User", now, grant=scope)
+        changed = {"role": role} if role is not None and user["role"] != role else {}
+        if scope == "write" and user["grant"] != "write":
+            changed["grant"] = "write"
+        if changed:
+            session.execute(update(User).where(User.id == user["id"]).values(**changed, updated_at=now))
         key, api_key = add_key(session, user["id"], now, scope, label, expires_at, created_by)
-    if role_changed:
-        forget_keys()  # this process's lookups of the wallet's other keys carry the old role
-        key_log.info("user %s is now %s, by %s", wallet, role, created_by,
-                     extra={"wallet": wallet, "role": role, "acting_wallet": created_by})
+        audit.key_issued(api_key, wallet, user["role"], changed.get("role"))
+        if "grant" in changed:
+            audit.record("user.grant", "user", wallet, before={"grant": user["grant"]}, after={"grant": "write"})
+    if changed:
+        forget_keys()  # this process's lookups of the wallet's other keys carry its old role and grant
+        now_is = ", ".join(f"{name} {value}" for name, value in changed.items())
+        key_log.info("user %s is now %s, by %s", wallet, now_is, created_by,
+                     extra={"wallet": wallet, **changed, "acting_wallet": created_by})
     key_log.info("key %s issued for %s by %s", api_key.id, wallet, created_by,
                  extra={"key_id": api_key.id, "wallet": wallet, "acting_wallet": created_by, "scope": scope})
     return key, api_key
@@ -218,8 +210,7 @@ def add_key(session, user_id, now, scope="write", label=None, expires_at=None, c
 
 
 def is_key_id(value):
-    """Whether `value` has the form of a key id (a UUID): no stored key has another, and PostgreSQL
-    refuses some strings (NUL) outright."""
+    """Whether `value` is a key id's form (a UUID): no stored key has another; PostgreSQL refuses some (NUL)."""
     try:
         return str(uuid.UUID(value)) == value
     except (TypeError, ValueError):
@@ -252,6 +243,7 @@ def revoke_key(key_id=None, wallet=None, by=CLI):
             query = query.join(User).where(User.wallet == checksum_wallet(wallet))
         keys = session.execute(query).scalars().all()
         for api_key in keys:
+            audit.record("key.revoke", "key", api_key.id, before={"revoked_at": api_key.revoked_at}, after={"revoked_at": now})
             api_key.revoked_at = now
     forget_keys()
     for api_key in keys:
@@ -277,6 +269,7 @@ def rotate_key(key_id, grace_seconds=0, by=CLI):
         old.revoked_at = now + timedelta(seconds=grace_seconds)
         # Rotation renews the secret, not the term: the new key expires when the old one would have.
         key, api_key = add_key(session, old.user_id, now, old.scope, old.label, old.expires_at, by)
+        audit.key_rotated(old, api_key, grace_seconds)
     forget_keys()
     key_log.info(
         "key %s rotated by %s: replaced by key %s; it stops at %s", old.id, by, api_key.id, old.revoked_at.isoformat(),
@@ -300,6 +293,7 @@ def _refuse_dead_key(api_key, now):
 # --- reading keys --------------------------------------------------------------------------------------
 
 _KEY_COLUMNS = ("id", "scope", "label", "created_at", "expires_at", "last_used_at", "revoked_at", "created_by")
+_USER = ("wallet", "role", "grant")
 
 
 def all_keys():
@@ -310,8 +304,8 @@ def all_keys():
 
 
 def key_record(api_key, user):
-    """An ApiKey and its user as the Key schema dumps them; never the secret, nor its hash."""
-    return {**{name: getattr(api_key, name) for name in _KEY_COLUMNS}, "wallet": user.wallet, "role": user.role}
+    """An ApiKey and its user as the Key schema dumps them (and its user's grant); never the secret, nor its hash."""
+    return {**{name: getattr(api_key, name) for name in _KEY_COLUMNS}, **{name: getattr(user, name) for name in _USER}}
 
 
 def issued_record(key, api_key):
@@ -327,8 +321,7 @@ def me(caller):
     return {"user": user, "key": key_record(api_key, user)}
 
 
-def get_key(key_id):
-    """The key with this id, as key_record makes it; KeyNotFound if none."""
+def get_key(key_id):  # as key_record makes it; KeyNotFound if none
     return key_record(*_key_and_user(key_id))
 
 
@@ -382,15 +375,14 @@ def list_keys(args):
     }
 
 
-def _serializer():
-    """Signs cursors with the service's shared secret (the one the identity listing's cursors use), salted apart."""
+def _serializer():  # cursors signed with the identity listing's shared secret, salted apart
     cache = current_app.extensions.setdefault("identity.keyring", {})
     if "serializer" not in cache:
         cache["serializer"] = URLSafeSerializer(cursor_secret(), salt=CURSOR_SALT)
     return cache["serializer"]
 
 
-def _decode(token):
+def _decode(token):  # a cursor's listing and position
     try:
         wallet, active, limit, page, created_at, key_id = _serializer().loads(token)
         return wallet, active, int(limit), int(page), (datetime.fromisoformat(created_at), str(key_id))

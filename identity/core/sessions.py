@@ -24,9 +24,9 @@ from sqlalchemy import bindparam, delete, select
 
 from ..storage.database import one_statement, write_transaction
 from ..storage.models import ApiKey, ConsoleSession, User, utcnow
-from . import signin
+from . import audit, signin
 from .errors import ServiceError
-from .keys import Caller, add_key, caller_of, key_log, live
+from .keys import Caller, add_key, caller_of, forget_keys, key_log, live
 from .users import USER_COLUMNS, find_user
 
 SESSION_SECONDS = 12 * 3600
@@ -53,6 +53,10 @@ NOT_ADMIN = (
     "an Admin (an Admin issues one on the Keys page, with POST /keys, or with "
     "`flask --app app keys create --wallet ADDRESS --role Admin`)."
 )
+# What admit answers for an Admin wallet granted read only that asked for a write session, and what it may ask.
+GRANTED_READ = "granted read"
+READ_ONLY_SESSION = ('tick "Read-only" on the sign-in page and sign again. An Admin widens the grant by issuing the '
+                     "wallet a write key (on the Keys page, POST /keys, or `flask keys create --scope write`).")
 NOT_ADMIN_WALLET = (
     "The wallet {wallet} {is_what}: the console is for Admins, so no session was opened. To make it an Admin's, "
     "an Admin issues it a key of role Admin (on the Keys page, with POST /keys, or with "
@@ -84,13 +88,18 @@ def open_session(key):
     if caller is None:
         raise SignInRefused(UNKNOWN_KEY)
     if caller.role != "Admin":
+        audit.record_now("session.open", "session", None, outcome="refused", detail="not an Admin key",
+                         actor=_actor(caller))
         log.info("console sign-in refused to a %s key %s", caller.role, caller.key_id,
                  extra={"key_id": caller.key_id, "wallet": caller.wallet})
         raise SignInRefused(NOT_ADMIN, admin_only=True)
     token, now = secrets.token_urlsafe(32), utcnow()
     session = Session(_digest(token), caller, secrets.token_urlsafe(32), now + timedelta(seconds=SESSION_SECONDS))
     with write_transaction() as db_session:
+        signin.record_login(db_session, dict(caller.user), now)
         _store(db_session, session, now)
+        audit.record("session.open", "session", session.id[:16], actor=_actor(caller), after={"way": "key"})
+    forget_keys()  # this process's lookups carry the user's last_login before this sign-in
     _log_sign_in(session, "key")
     return token, session
 
@@ -100,26 +109,36 @@ def open_wallet_session(text, signature, scope="write"):
     /auth/siwe checks them (identity.core.signin, the nonce spent alike). Returns (token, Session), the session
     holding a key of `scope` issued for it in the transaction that spends the nonce.
 
-    Raises InvalidMessage or SigninRefused as a sign-in does, and SignInRefused (admin_only) when every check
-    passed but the wallet is not an Admin's: then nothing is issued, the nonce is spent all the same, and an
-    unknown wallet stays unknown (it does not become a User, as it would through POST /auth/siwe).
+    Raises InvalidMessage or SigninRefused as a sign-in does, SignInRefused (admin_only) when every check passed
+    but the wallet is not an Admin's, and BeyondGrant when it is but asks for `write` and is granted read only
+    (users.grant): then nothing is issued, the nonce is spent all the same, and an unknown wallet stays unknown
+    (it does not become a User, as it would through POST /auth/siwe).
     """
     token = secrets.token_urlsafe(32)
 
     def admit(db_session, message, now, expires_at):
         user = find_user(db_session, message.address)
         if user is None or user["role"] != "Admin":
+            audit.record("session.open", "session", None, outcome="refused", detail="not an Admin wallet",
+                         actor={"wallet": message.address, "user_id": user and user["id"], "role": user and user["role"]})
             return None, user and user["role"]
+        if signin.granted_scope(user, scope) is None:
+            signin.record_beyond_grant(user)
+            return None, GRANTED_READ
         signin.record_login(db_session, user, now)
         expires_at = min(expires_at, now + timedelta(seconds=SESSION_SECONDS))
         _, api_key = add_key(db_session, user["id"], now, scope, CONSOLE_LABEL, expires_at, created_by=signin.SIWE)
         caller = Caller(user["id"], api_key.id, user["wallet"], user["role"], scope, user)
         session = Session(_digest(token), caller, secrets.token_urlsafe(32), expires_at)
         _store(db_session, session, now)
+        signin.record_signed_in(api_key, user)
+        audit.record("session.open", "session", session.id[:16], actor=_actor(caller), after={"way": "wallet"})
         return session, user["role"]
 
     # admit runs whenever checked_sign_in returns: every check passed.
     message, (session, role) = signin.checked_sign_in(text, signature, admit)
+    if role == GRANTED_READ:
+        raise signin.beyond_grant(message, READ_ONLY_SESSION)
     if session is None:
         is_what = "is not known to this service" if role is None else f"is a {role}'s"
         log.info("console sign-in refused to the wallet %s (%s)", message.address, is_what,
@@ -131,6 +150,11 @@ def open_wallet_session(text, signature, scope="write"):
     })
     _log_sign_in(session, "wallet")
     return token, session
+
+
+def _actor(caller):
+    """The audit log's actor of a sign-in to the console: the key's user, whatever the request's context says."""
+    return {"user_id": caller.user_id, "wallet": caller.wallet, "role": caller.role, "key_id": caller.key_id}
 
 
 def _store(db_session, session, now):
@@ -174,7 +198,9 @@ def close_session(token):
     """Sign out: the session with this token ends now, everywhere."""
     if token and len(token) <= 128:
         with write_transaction() as db_session:
-            db_session.execute(delete(ConsoleSession).where(ConsoleSession.id == _digest(token)))
+            ended = db_session.execute(delete(ConsoleSession).where(ConsoleSession.id == _digest(token))).rowcount
+            if ended:
+                audit.record("session.close", "session", _digest(token)[:16])
 
 
 def holds_csrf_token(session, token):

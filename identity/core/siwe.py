@@ -1,6 +1,6 @@
 """Sign-In with Ethereum (EIP-4361): the message a wallet signs, read line by line as the EIP's ABNF
-says and written from its fields; its time checks; the wallet that signed it; and the nonces this service
-issues for it.
+says and written from its fields; its time checks; and the wallet that signed it. The nonces this service
+issues for it are identity.core.nonces'.
 
 Any text is read with bounded work: the length is capped before anything else, every pattern is a
 plain run of one character class, and the fields are taken in one pass over the lines.
@@ -9,7 +9,6 @@ plain run of one character class, and the fields are taken in one pass over the 
 from __future__ import annotations
 
 import re
-import secrets
 import string
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -25,9 +24,10 @@ MAX_MESSAGE_LENGTH = 8192
 PREAMBLE = " wants you to sign in with your Ethereum account:"
 VERSION = "1"
 MIN_NONCE_LENGTH = 8
-# 62 symbols carry log2(62) = 5.95 bits each: 20 of them are 119 random bits, above the 96 required.
 NONCE_ALPHABET = string.ascii_letters + string.digits
-NONCE_LENGTH = 20
+# The length of every nonce this service issues (identity.core.nonces): 46 letters and digits carry 104 random
+# bits, its expiry and its proof.
+NONCE_LENGTH = 46
 # EIP-155 chain ids are unsigned 256-bit integers: at most 78 digits, and int() never sees thousands.
 MAX_CHAIN_ID = 2**256 - 1
 OPTIONAL_FIELDS = ("Expiration Time", "Not Before", "Request ID", "Resources")
@@ -85,9 +85,9 @@ class SiweMessage:
     scheme: str | None = None
 
 
-def new_nonce():
-    """Return a fresh nonce: NONCE_LENGTH letters and digits from the system's secure random source."""
-    return "".join(secrets.choice(NONCE_ALPHABET) for _ in range(NONCE_LENGTH))
+def personal_sign_message(message_text):
+    """What a personal_sign (EIP-191) signature of message_text's UTF-8 bytes signs."""
+    return encode_defunct(text=message_text)
 
 
 def recover_personal_sign(message_text, signature_hex):

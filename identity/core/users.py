@@ -1,13 +1,26 @@
 """Users: the wallets the service knows, each with its role. A wallet becomes a user when it is issued a
-key, creates an identity, or is named as an identity's creator by an Admin or an import."""
+key, creates an identity, or is named as an identity's creator by an Admin or an import.
 
-from sqlalchemy import bindparam, func, select
+Each user has a grant, what a sign-in with Ethereum may issue it at most (identity.core.signin): `read` for a
+wallet that came into being with a read key, or that an Admin narrowed (set_grant); `write` for every other,
+and for one that is issued a write key (identity.core.keys.issue_key).
+"""
+
+import logging
+
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..storage.database import db
+from ..storage.database import db, write_transaction
 from ..storage.models import IdentityCount, User, new_id, utcnow
+from . import audit
 from .errors import UserNotFound
 from .wallets import checksum_wallet
+
+# What a sign-in may issue a wallet at most (users.grant): the scopes of keys.
+GRANTS = ("write", "read")
+# Changes of who may do what are logged with the keys' events.
+log = logging.getLogger("identity.keys")
 
 USERS = User.__table__
 USER_COLUMNS = tuple(USERS.c.keys())
@@ -25,9 +38,9 @@ def find_user(session, wallet):
     return None if row is None else row._asdict()
 
 
-def user_of_wallet(session, wallet, role="User", now=None):
+def user_of_wallet(session, wallet, role="User", now=None, grant="write"):
     """The user of `wallet` (a mapping of its columns); a wallet the service has not seen becomes a user
-    with `role`. `session` is in its write transaction.
+    with `role` and `grant` (what a sign-in may issue it at most). `session` is in its write transaction.
 
     Two nodes may make the same wallet's user at once: the insert does nothing when another has, and
     the read that follows sees that user (committed by then: the insert waited for it).
@@ -36,7 +49,8 @@ def user_of_wallet(session, wallet, role="User", now=None):
     if user is not None:
         return user
     now = now or utcnow()
-    user = {"id": new_id(), "wallet": wallet, "role": role, "created_at": now, "updated_at": now, "last_login": None}
+    user = {"id": new_id(), "wallet": wallet, "role": role, "grant": grant, "created_at": now, "updated_at": now,
+            "last_login": None}
     dialect = session.get_bind().dialect.name
     if session.execute(_NEW_USER[dialect], user).first() is not None:
         return user
@@ -61,3 +75,29 @@ def user_with_count(wallet):
     identity_count = int(db.session.execute(count).scalar())
     db.session.commit()
     return {**user, "identity_count": identity_count}
+
+
+def set_grant(wallet, grant, by="cli"):
+    """Set what a sign-in with Ethereum may issue `wallet` (any case) at most: `read` narrows it, `write` widens it
+    (as issuing it a write key does). Returns the user as user_with_count; UserNotFound for an unknown wallet. The
+    wallet's keys stay as they are: revoke its write keys to take write access away now."""
+    if grant not in GRANTS:
+        raise ValueError(f"Unknown grant {grant!r}: choose one of {', '.join(GRANTS)}.")
+    try:
+        wallet = checksum_wallet(wallet)
+    except ValueError:
+        raise UserNotFound() from None
+    now = utcnow()
+    with write_transaction() as session:
+        changed = session.execute(
+            update(User).where(User.wallet == wallet, User.grant != grant).values(grant=grant, updated_at=now)
+        ).rowcount
+        if not changed and find_user(session, wallet) is None:
+            raise UserNotFound()
+        if changed:
+            before = next(other for other in GRANTS if other != grant)
+            audit.record("user.grant", "user", wallet, before={"grant": before}, after={"grant": grant})
+    if changed:
+        log.info("user %s is now grant %s, by %s", wallet, grant, by,
+                 extra={"wallet": wallet, "grant": grant, "acting_wallet": by})
+    return user_with_count(wallet)

@@ -31,7 +31,7 @@ ROW = (
     "id", "identity_id", "content_id", "identity_hash", "vault_id", "display_name", "description", "image",
     "external_reference", "corpora_id", "semantic", "creator", "created_at", "updated_at", "num_positions",
     "assets_sum", "conviction_sum", "conviction_price", "status", "is_user", "user_conviction", "user_conviction_value",
-    "creator_signature",
+    "creator_signature", "creator_signature_chain_id",
 )
 ROW_ID, ROW_IDENTITY_ID, ROW_CONTENT_ID, ROW_CREATOR = (ROW.index(name) for name in ("id", "identity_id", "content_id", "creator"))
 

@@ -26,7 +26,10 @@ from sqlalchemy import Integer, MetaData, create_engine, func, inspect, select, 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from ..storage.database import db, tune_sqlite
+from ..core import contract_wallets
+from ..core.verify import Unverified, check_creator_signature
+from ..storage.database import db, missing_sqlite_file, tune_sqlite
+from ..storage.models import Identity, User
 
 BATCH = 5000
 # Tables whose rows a migration writes (the cursor secret of 0002): present in an empty target.
@@ -37,9 +40,13 @@ class CopyRefused(Exception):
     """The copy cannot start, or did not verify; the message says what to do. The target is unchanged."""
 
 
-def copy_database(source_engine, target_url, progress=None):
+def copy_database(source_engine, target_url, progress=None, endpoints=None):
     """Copy every model table from `source_engine` into the database at `target_url`; returns
-    {table name: rows}. Raises CopyRefused (target left as it was) when it cannot or did not verify."""
+    {table name: rows}. Raises CopyRefused (target left as it was) when it cannot or did not verify.
+
+    Every contract wallet's signature of authorship is checked first on its chain, with `endpoints`
+    (contract_wallets.Endpoints; None: no chain has one): one that is not its creator's, or cannot be
+    checked, refuses the copy, counted and named, as import refuses such a line."""
     target_engine = _target_engine(source_engine, target_url)
     try:
         with source_engine.connect() as source, target_engine.connect() as target:
@@ -48,6 +55,7 @@ def copy_database(source_engine, target_url, progress=None):
             with source.begin(), target.begin():
                 tables = tables_of(source)
                 _check(source, target, tables)
+                _check_contract_signatures(source, endpoints or contract_wallets.Endpoints({}, 5.0))
                 report = _copy(source, target, tables, progress)
         return report
     except SQLAlchemyError as error:
@@ -66,6 +74,10 @@ def _target_engine(source_engine, target_url):
                           "postgresql+psycopg://USER:PASSWORD@HOST:5432/DBNAME or sqlite:////srv/identity.db") from None
     if url.render_as_string(hide_password=False) == source_engine.url.render_as_string(hide_password=False):
         raise CopyRefused("--to names the configured database itself; give another database.")
+    missing = missing_sqlite_file(url)
+    if missing is not None:  # opening it would create it, empty
+        raise CopyRefused(f"The target is not migrated: there is no SQLite database at {missing} (nothing was "
+                          f"created). Migrate it first: DATABASE_URL='{target_url}' flask --app app db upgrade.")
     if url.get_backend_name() == "sqlite":
         tune_sqlite(engine, 30_000)  # foreign keys on, and a wait rather than "database is locked"
     return engine
@@ -119,6 +131,32 @@ def _check(source, target, tables):
         if target.execute(select(func.count()).select_from(table)).scalar_one():
             raise CopyRefused(f"The target is not empty: its table {table.name} has rows. Copy into a freshly "
                               f"migrated database (create it, then {upgrade}).")
+
+
+def _check_contract_signatures(source, endpoints):
+    """CopyRefused unless every identity signed by a contract wallet is its creator's on the chain it names."""
+    refused, first = 0, None
+    for row in source.execute(_CONTRACT_SIGNED).yield_per(BATCH):
+        try:
+            check_creator_signature(row.content_id, row.wallet, row.creator_signature, row.creator_signature_chain_id,
+                                    endpoints)
+        except Unverified as unverified:
+            refused += 1
+            first = first or f"{row.identity_id}: {unverified}"
+    if refused:
+        raise CopyRefused(f"{refused} identities carry a contract wallet's signature of authorship that is not their "
+                          f"creator's or cannot be checked here (the first, {first}); nothing was copied. Set "
+                          f"{contract_wallets.RPC_SETTING} for their chains and copy again.")
+
+
+_IDENTITIES = Identity.__table__
+_CONTRACT_SIGNED = (
+    select(_IDENTITIES.c.identity_id, _IDENTITIES.c.content_id, _IDENTITIES.c.creator_signature,
+           _IDENTITIES.c.creator_signature_chain_id, User.wallet)
+    .join_from(_IDENTITIES, User.__table__, _IDENTITIES.c.creator_id == User.id)
+    .where(_IDENTITIES.c.creator_signature_chain_id.is_not(None))
+    .order_by(_IDENTITIES.c.id)
+)
 
 
 def _copy(source, target, tables, progress):

@@ -23,8 +23,8 @@ EXPORT_BATCH = 2000
 # The export's keys in the order of schemas.IdentitySchema, each with the column that holds it.
 _EXPORT_KEYS = (
     "id", "identity_id", "identity_hash", "vault_id", "display_name", "description", "image", "corpora_id",
-    "semantic", "external_reference", "creator", "creator_signature", "created_at", "updated_at", "num_positions",
-    "assets_sum", "conviction_sum", "conviction_price", "status", "isUser", "user_conviction", "user_conviction_value",
+    "semantic", "external_reference", "creator", "creator_signature", "creator_signature_chain_id", "created_at",
+    "updated_at", "num_positions", "assets_sum", "conviction_sum", "conviction_price", "status", "isUser", "user_conviction", "user_conviction_value",
 )
 UINT256_KEYS = {"vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value"}
 TIMESTAMP_KEYS = ("created_at", "updated_at")
@@ -76,7 +76,7 @@ def export_line(row):
 
     The Identity object as schemas.IdentitySchema writes it for an Admin (same keys, order and value
     forms), with the creator as its wallet; written here directly because a schema's dump of 22
-    fields would cost most of an export's time. tests/data/test_exports.py compares both.
+    fields would cost most of an export's time. tests/data/test_portable.py compares both.
     """
     values = list(row)
     values[_CREATED_AT] = _timestamp(values[_CREATED_AT])
@@ -118,10 +118,11 @@ def export_identities(stream, progress=None):
 
 
 @contextmanager
-def replacing(path):
-    """A binary file to write `path` through: written under a temporary name beside it and renamed
-    over `path` only when the block ends without an error, so an interrupted write leaves no partial
-    file (and any earlier `path` as it was)."""
+def replacing(path, overwrite=False):
+    """A binary file to write `path` through: written under a temporary name beside it and put at `path`
+    only when the block ends without an error, so an interrupted write leaves no partial file (and any
+    earlier `path` as it was). Unless `overwrite`, a file that appeared at `path` meanwhile is kept and
+    FileExistsError raised: the complete file is linked in place, which fails rather than replace one."""
     path = Path(path)
     handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
@@ -129,8 +130,17 @@ def replacing(path):
             yield stream
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(partial, path)
+        put_in_place(partial, path, overwrite)
     finally:
         Path(partial).unlink(missing_ok=True)
+
+
+def put_in_place(partial, path, overwrite):
+    """Move the complete file `partial` to `path`, beside it: over an existing file only when `overwrite`
+    (else FileExistsError, and `path` is left as it was)."""
+    if overwrite:
+        os.replace(partial, path)
+    else:
+        os.link(partial, path)  # atomic, and refuses an existing path; `partial` goes with the caller's cleanup
 
 

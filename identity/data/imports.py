@@ -2,8 +2,9 @@
 
 Import reads the lines that identity.data.exports writes; each is validated by the same field rules as
 a create (schemas.IdentityImportSchema), its identity_id and identity_hash must be the addresses of its
-content, recomputed here, and its creator_signature, when it has one, must recover to its creator: a
-line that fails is refused by its number and nothing of it is written.
+content, recomputed here, and its creator_signature, when it has one, must be its creator's (recovered to it, or
+accepted by its contract wallet on creator_signature_chain_id, asked of that chain's endpoint): a line that fails,
+or whose contract wallet's signature cannot be checked here, is refused by its number and nothing of it is written.
 Lines are written in batches, one transaction each, so a long import keeps what it committed when it is
 stopped.
 """
@@ -17,8 +18,8 @@ import orjson
 from flask import current_app
 from marshmallow import ValidationError
 
-from ..core.signatures import canonical_signature
-from ..core.verify import Unverified, check_creator_signature, verified_content_id
+from ..core import contract_wallets
+from ..core.verify import Unverifiable, Unverified, check_creator_signature, verified_content_id
 from ..schemas import identity_import_schema
 from ..storage.database import write_transaction
 from .bulk import ROW, ROW_CONTENT_ID, ROW_ID, Batch, use_bulk_cache, write_batch
@@ -100,6 +101,8 @@ def parse_line(line):
         raise Refused("not a JSON object; each line must be one Identity object as `identities export` writes it")
     try:
         return row_of(data)
+    except Unverifiable as unverifiable:
+        raise Refused(str(unverifiable)) from None
     except Unverified as unverified:
         raise Refused(f"{unverified}: the line was altered; export it again from its source") from None
 
@@ -119,12 +122,13 @@ def row_of(data):
             problems = "; ".join(f"{name}: {' '.join(map(str, _flat(messages)))}" for name, messages in error.messages.items())
             raise Refused(f"invalid fields: {problems}") from None
         fields.update({name: str(fields[name]) for name in UINT256_KEYS})
-        fields.update({name: _utc_text(fields[name]) for name in TIMESTAMP_KEYS})
+        fields.update({name: _utc_text(name, fields[name]) for name in TIMESTAMP_KEYS})
         fields["id"] = str(fields["id"])
     content_id = fields["content_id"] = verified_content_id(fields)
-    if fields["creator_signature"] is not None:
-        check_creator_signature(content_id, fields["creator"], fields["creator_signature"])
-        fields["creator_signature"] = canonical_signature(fields["creator_signature"])
+    if fields["creator_signature"] is not None or fields.get("creator_signature_chain_id") is not None:
+        fields["creator_signature"], fields["creator_signature_chain_id"] = check_creator_signature(
+            content_id, fields["creator"], fields["creator_signature"], fields.get("creator_signature_chain_id"),
+            contract_wallets.Endpoints.of(current_app.config))
     return tuple([fields.get(name) for name in ROW])
 
 
@@ -133,8 +137,14 @@ def row_values(row, names):
     return {name: row[ROW.index(name)] for name in names}
 
 
-def _utc_text(moment):
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+def _utc_text(name, moment):
+    """The timestamp `moment` in UTC as export writes it; Refused when UTC cannot hold it (a valid RFC 3339
+    time such as 0001-01-01T00:00:00+14:00 is before year 1 there)."""
+    try:
+        return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    except (OverflowError, ValueError):
+        raise Refused(f"invalid fields: {name}: {moment.isoformat()} is outside the years 1 to 9999 in UTC, which "
+                      "a timestamp here can hold; give a time within them") from None
 
 
 def _flat(messages):

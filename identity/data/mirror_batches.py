@@ -15,24 +15,34 @@ lost and none applied twice.
 - An entry shown redacted (the mirror's key is not an Admin's, and the identity is removed upstream)
   has no doc: its change takes the identity down here too; its create is not copied.
 
-Whatever fails a check is counted as rejected, logged with its reason and upstream seq, and skipped.
+Whatever fails a check is rejected: counted, and skipped. So is an entry that cannot be stored for a
+reason of its own: out of order (its seq not above the one before it), a value beyond what Python or the
+database holds (a timestamp out of range once in UTC), or one the database refuses when the batch is
+written (the batch is then written again in halves until that entry is alone, and it is rejected). A
+batch's rejections are logged as one line: their number and the first REJECTIONS_LOGGED reasons, with
+their upstream seqs, whatever the upstream sends.
 """
 
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
+import orjson
 from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ..core import curation, history
 from ..core.identities import IDENTITIES, IDENTITIES_WITH_CREATOR, identity_record
 from ..core.verify import Unverified
 from ..schemas import identity_import_schema
 from ..storage.database import write_transaction
+from ..storage.faults import cause
 from ..storage.models import Mirror, MirroredIdentity, utcnow
 from . import bulk, imports
 from .exports import UINT256_KEYS
+from .upstream import printable
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +52,11 @@ MIRROR_WALLET = "mirror"
 _LINE_KEYS = frozenset(identity_import_schema.fields)
 # Entries checked between two looks at the process's other work (a few milliseconds of checking).
 YIELD_EVERY = 100
+# The reasons a batch's log line names; the others are counted.
+REJECTIONS_LOGGED = 5
+# What the database's state, not an entry, makes a write fail with: unreachable, locked, full, read-only.
+# Retrying the same batch later mends it; an entry is never rejected for it.
+_NOT_THE_ENTRYS = (OperationalError, InterfaceError, PoolTimeout)
 _REDACTED_KEYS = frozenset(history.REDACTED_KEYS)
 _FIGURES = tuple(curation.EDITABLE)
 _MIRRORS = Mirror.__table__
@@ -65,11 +80,33 @@ class Applied:
     rejected: int = 0
 
 
-class _Checked:
-    """The batch's entries once checked: the rows to insert, the changes to apply, and the counts so far."""
+class Rejections:
+    """A batch's rejected entries: counted, the first REJECTIONS_LOGGED reasons kept for its one log line."""
 
     def __init__(self, mirror):
         self.mirror = mirror
+        self.count = 0
+        self.first = []
+
+    def add(self, seq, reason):
+        self.count += 1
+        if len(self.first) < REJECTIONS_LOGGED:
+            self.first.append({"seq": seq, "reason": _text(reason, 300)})
+
+    def log(self):
+        if not self.count:
+            return
+        named = "; ".join(f"entry {each['seq']}: {each['reason']}" for each in self.first)
+        more = f" (and {self.count - len(self.first)} more)" if self.count > len(self.first) else ""
+        log.warning("mirror %s: %d upstream entries rejected: %s%s", self.mirror, self.count, named, more,
+                    extra={"mirror": self.mirror, "rejected": self.count, "reasons": self.first})
+
+
+class _Checked:
+    """The batch's entries once checked: the rows to insert, the changes to apply, and the counts so far."""
+
+    def __init__(self, rejections):
+        self.rejections = rejections
         self.rows = bulk.Batch()
         self.changes = {}  # identity_id -> (figures, updated_at)
         self.rejected = 0
@@ -78,28 +115,89 @@ class _Checked:
 
     def reject(self, entry, reason):
         self.rejected += 1
-        log_rejected(self.mirror, entry["seq"], reason, entry.get("identity_id"))
-
-
-def log_rejected(mirror, seq, reason, identity_id=None):
-    log.warning("mirror %s: upstream entry %s rejected: %s", mirror, seq, reason, extra={
-        "mirror": mirror, "seq": seq, "identity_id": _text(identity_id), "reason": reason,
-    })
+        self.rejections.add(entry["seq"], reason)
 
 
 def apply(mirror_id, mirror, entries, position, head):
-    """Apply `entries` (an upstream's, in its order) to mirror `mirror_id` (named `mirror`) at `position`,
-    the upstream having `head` as its last seq; returns Applied, or None when the mirror is no longer
-    there to apply them: removed, paused, or moved on by another follower (nothing is written then)."""
-    checked = _Checked(mirror)
+    """Apply `entries` (an upstream's, in its order: dicts, or (seq, JSON text) as identity.data.upstream
+    reads them) to mirror `mirror_id` (named `mirror`) at `position`, the upstream having `head` as its last
+    seq; returns Applied, or None when the mirror is no longer there to apply them: removed, paused, or
+    moved on by another follower (nothing is written then). Raises what the database's state makes the
+    write fail with (OperationalError and the like): the same batch is to be applied again later."""
+    rejections = Rejections(mirror)
+    try:
+        return _apply(mirror_id, rejections, list(entries), position, head)
+    finally:
+        rejections.log()
+
+
+def _apply(mirror_id, rejections, entries, position, head):
+    """apply's work on `entries`; a write the database refuses for an entry's value is done again in halves."""
+    checked = _Checked(Rejections(rejections.mirror))
     last = position
-    for number, entry in enumerate(entries, 1):
+    for number, item in enumerate(entries, 1):
+        entry = _entry(item)
         if entry["seq"] <= last:
-            continue  # given again (a stream resumed): handled already
+            checked.reject(entry, f"out of order: its seq is not above {last}, the one before it")
+            continue
         last = entry["seq"]
-        _check(checked, entry)
+        try:
+            _check(checked, entry)
+        except Exception as error:  # noqa: BLE001 - whatever an entry makes fail is that entry's, and rejects it alone
+            checked.reject(entry, f"it cannot be read here ({type(error).__name__}: {error})")
         if number % YIELD_EVERY == 0:
             time.sleep(0)  # under gevent's worker, the process's requests are served in between
+    try:
+        done = _write(mirror_id, checked, position, last, head)
+    except _NOT_THE_ENTRYS:
+        raise
+    except Exception as error:  # noqa: BLE001 - a value the database refuses: found by halves, and rejected
+        return _refused(mirror_id, rejections, entries, position, head, error)
+    if done is not None:  # what it rejected is written: counted in the batch's log line
+        rejections.count += checked.rejections.count
+        rejections.first = (rejections.first + checked.rejections.first)[:REJECTIONS_LOGGED]
+    return done
+
+
+def _refused(mirror_id, rejections, entries, position, head, error):
+    """The batch `entries` whose write failed with `error`: each half applied alone, until the entry that the
+    database refuses is alone, and rejected."""
+    if len(entries) > 1:
+        half = len(entries) // 2
+        first = _apply(mirror_id, rejections, entries[:half], position, head)
+        if first is None:
+            return None
+        second = _apply(mirror_id, rejections, entries[half:], first.position, head)
+        if second is None:
+            return None
+        return Applied(second.position, first.applied + second.applied,
+                       first.already_present + second.already_present, first.rejected + second.rejected)
+    entry = _entry(entries[0])
+    if entry["seq"] <= position:
+        raise error  # nothing of it was to be written: not the entry's doing
+    rejected = _Checked(Rejections(rejections.mirror))
+    rejected.rejected = 1
+    done = _write(mirror_id, rejected, position, entry["seq"], head)
+    if done is not None:
+        rejections.add(entry["seq"], f"the database refuses it ({cause(error) if hasattr(error, 'orig') else error})")
+    return done
+
+
+def _entry(item):
+    """An entry as a dict, from what the reader gives: (seq, JSON text), checked to be an object with that seq."""
+    if isinstance(item, dict):
+        return item
+    seq, data = item
+    try:
+        entry = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        entry = None
+    return entry if isinstance(entry, dict) and entry.get("seq") == seq else {"seq": seq}
+
+
+def _write(mirror_id, checked, position, last, head):
+    """Write what `checked` holds, and the position `last`, in one transaction; None when the mirror is gone,
+    paused, or no longer at `position`."""
     with write_transaction() as session:
         row = session.execute(_MIRROR_TO_APPLY, {"id": mirror_id}).first()
         if row is None or not row.active or row.position != position:
@@ -111,7 +209,9 @@ def apply(mirror_id, mirror, entries, position, head):
             session.execute(_FROM_MIRROR, {"identity_ids": sorted(checked.changes), "mirror_id": mirror_id}).all()
         _store(session, mirror_id, checked, done)
         _change(session, mirror_id, checked, done)
-        values = {"position": last, "upstream_head": max(head, last), "updated_at": utcnow()}
+        values = {"position": last, "upstream_head": max(head, last)}
+        if last != position:  # entries handled: a change of the mirror's row (and a past last_error, if any)
+            values["updated_at"] = utcnow()
         if checked.last_at is not None:
             values["position_at"] = checked.last_at
         session.execute(
@@ -130,7 +230,8 @@ def _check(checked, entry):
     kind, doc = entry.get("kind"), entry.get("doc")
     at = _timestamp(entry.get("at"))
     if at is None or not isinstance(entry.get("identity_id"), str):
-        return checked.reject(entry, "not the contract's shape: an entry needs an identity_id and an RFC 3339 `at`")
+        return checked.reject(entry, "not the contract's shape: an entry needs an identity_id and an RFC 3339 `at` "
+                              "(years 1 to 9999 once in UTC)")
     checked.last_at = at
     if kind not in ("created", "changed"):
         return checked.reject(entry, f"kind {_text(kind)} is neither created nor changed")
@@ -140,8 +241,8 @@ def _check(checked, entry):
         if kind == "changed":  # redacted: the identity is removed upstream, and the key may not see it
             checked.changes[entry["identity_id"]] = ({"status": "removed"}, at)
         else:
-            log.info("mirror %s: upstream entry %s not copied: its identity is removed upstream, and the mirror's "
-                     "key is not an Admin's, which would see it", checked.mirror, entry["seq"])
+            log.debug("mirror %s: upstream entry %s not copied: its identity is removed upstream, and the mirror's "
+                      "key is not an Admin's, which would see it", checked.rejections.mirror, entry["seq"])
         return None
     try:
         row = _verified_row(entry, doc)
@@ -188,7 +289,7 @@ def _store(session, mirror_id, checked, done):
     done.applied += len(written.ids)
     done.already_present += len(written.known)
     for seq, identity in written.taken:
-        log_rejected(checked.mirror, seq, f"id {identity} belongs to another identity here")
+        checked.rejections.add(seq, f"id {identity} belongs to another identity here")
         done.rejected += 1
 
 
@@ -206,14 +307,16 @@ def _change(session, mirror_id, checked, done):
 
 
 def _timestamp(value):
+    """An RFC 3339 `at` in UTC, or None: not a timestamp, without its offset, or beyond Python's (and the
+    database's) range once in UTC, as 0001-01-01T00:00:00+14:00 is."""
     if not isinstance(value, str):
         return None
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        return moment.astimezone(UTC) if moment.tzinfo is not None else None
+    except (ValueError, OverflowError):
         return None
-    return moment if moment.tzinfo is not None else None
 
 
-def _text(value):
-    return value[:200] if isinstance(value, str) else repr(value)[:200]
+def _text(value, limit=200):
+    return printable(value if isinstance(value, str) else repr(value), limit)

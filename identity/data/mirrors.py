@@ -13,12 +13,12 @@ from urllib.parse import urlsplit
 from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from ..core import audit
 from ..core.errors import MirrorConflict, MirrorNotFound
 from ..storage.database import db, write_transaction
 from ..storage.models import Mirror, utcnow
 
 log = logging.getLogger(__name__)
-
 
 
 def default_name(url):
@@ -44,6 +44,8 @@ def register(url, key, name=None):
                 raise MirrorConflict(f"A mirror with {what} is registered already (GET /mirrors lists them); "
                                      "give another name, or remove that mirror first.")
             session.add(mirror)
+            session.flush()  # its id, for the entry
+            audit.record("mirror.register", "mirror", mirror.id, after=audited(mirror))
     except IntegrityError:  # registered by another request between the check and the insert
         raise MirrorConflict(f"A mirror named {name} is registered already; give another name.") from None
     log.info("mirror registered", extra={"mirror_id": mirror.id, "mirror": mirror.name, "url": mirror.url})
@@ -70,11 +72,14 @@ def update(mirror_id, changes):
         mirror = session.get(Mirror, str(mirror_id), with_for_update=True)
         if mirror is None:
             raise MirrorNotFound()
+        before = audited(mirror)
         if "active" in changes:
             mirror.active = changes["active"]
         if "key" in changes:
             mirror.api_key = changes["key"]
         mirror.updated_at = utcnow()
+        audit.record(_change_action(changes), "mirror", mirror.id, before=before,
+                     after={**audited(mirror), "key": "(replaced)"} if "key" in changes else audited(mirror))
     # The names of what changed, never the key.
     log.info("mirror changed", extra={"mirror_id": mirror.id, "mirror": mirror.name, "changed": sorted(changes),
                                       "active": mirror.active})
@@ -85,10 +90,25 @@ def remove(mirror_id):
     """Forget a mirror. The identities it copied stay, as this instance's own: their upstream's later
     changes no longer reach them."""
     with write_transaction() as session:
+        mirror = session.get(Mirror, str(mirror_id))
         removed = session.execute(delete(Mirror).where(Mirror.id == str(mirror_id))).rowcount
+        if removed:
+            audit.record("mirror.remove", "mirror", str(mirror_id), before=audited(mirror))
     if not removed:
         raise MirrorNotFound()
     log.info("mirror removed", extra={"mirror_id": str(mirror_id)})
+
+
+def audited(mirror):
+    """What the audit log keeps of a mirror: never its upstream's key."""
+    return {"name": mirror.name, "url": mirror.url, "active": mirror.active}
+
+
+def _change_action(changes):
+    """mirror.pause or mirror.resume when only `active` is asked for, else mirror.change (a new key)."""
+    if set(changes) == {"active"}:
+        return "mirror.resume" if changes["active"] else "mirror.pause"
+    return "mirror.change"
 
 
 def lag(mirror, now=None):
@@ -103,6 +123,14 @@ def lag(mirror, now=None):
     return entries, round(max(0.0, ((now or utcnow()) - mirror.position_at).total_seconds()), 3)
 
 
+def failing(mirror):
+    """Whether the mirror's last_error is its present state: nothing has changed its row since (updated_at is
+    not later). A batch applied, an answer of the upstream after the error (identity.data.follower), or an
+    operator's change (a new key, a pause or a resume, after which the follower tries again at once) makes
+    it past; a new failure makes it present again."""
+    return mirror.last_error is not None and mirror.last_error_at is not None and mirror.last_error_at >= mirror.updated_at
+
+
 # What a mirror shows of its row: everything but the upstream's key.
 SHOWN = ("id", "name", "url", "active", "position", "upstream_head", "applied", "already_present", "rejected",
          "last_error", "last_error_at", "created_at", "updated_at")
@@ -111,4 +139,5 @@ SHOWN = ("id", "name", "url", "active", "position", "upstream_head", "applied", 
 def state(mirror):
     """The mirror as GET /mirrors/<id> shows it (schemas.MirrorSchema): its row but the key, and its lag."""
     lag_entries, lag_seconds = lag(mirror)
-    return {**{name: getattr(mirror, name) for name in SHOWN}, "lag_entries": lag_entries, "lag_seconds": lag_seconds}
+    return {**{name: getattr(mirror, name) for name in SHOWN}, "lag_entries": lag_entries, "lag_seconds": lag_seconds,
+            "failing": failing(mirror)}

@@ -1,7 +1,7 @@
 """An export line in its common form, loaded without marshmallow's per-field machinery.
 
 `identities import` validates every line as schemas.IdentityImportSchema does. Nearly every line of a
-real export is in one plain form: the 22 keys, ids and numbers as export writes them, text that is
+real export is in one plain form: the keys export writes, ids and numbers as export writes them, text that is
 printable ASCII with no white space at its ends (so normalization leaves it as it is). For such a
 line, load_common gives exactly what the schema's load gives, running the schema's own validators
 for the text and URLs, at a fraction of the cost. Anything else (another form, an odd value, an
@@ -19,6 +19,7 @@ from ..schemas import STATUSES, identity_import_schema
 from ..schemas.fields import MAX_SAFE_INTEGER
 
 _KEYS = frozenset(identity_import_schema.fields)
+_KEYS_WITHOUT_CHAIN = _KEYS - {"creator_signature_chain_id"}
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _IDENTITY_ID = re.compile(r"did:[a-z0-9]+:ipfs:bafkrei[a-z2-7]{52}")
 _IDENTITY_HASH = re.compile(r"0x[0-9a-f]{64}")
@@ -59,7 +60,8 @@ def _match(pattern, value):
 
 def load_common(data):
     """What identity_import_schema.load(data) returns, for a line (a dict) in the common form; else None."""
-    if data.keys() != _KEYS:
+    # An export made before creator_signature_chain_id lacks it: its lines are unsigned or ordinary wallets'.
+    if data.keys() != _KEYS and data.keys() != _KEYS_WITHOUT_CHAIN:
         return None
     try:
         fields = {name: _text(name, data[name]) for name in _TEXT_KEYS}
@@ -73,6 +75,10 @@ def load_common(data):
             fields[name] = datetime.fromisoformat(_match(_TIMESTAMP, data[name]))
         signature = data["creator_signature"]
         fields["creator_signature"] = None if signature is None else _match(_SIGNATURE, signature)
+        # A contract wallet's signature (on a chain) is for the schema, and its chain's endpoint.
+        if data.get("creator_signature_chain_id") is not None:
+            raise _Uncommon
+        fields["creator_signature_chain_id"] = None
         for name in ("corpora_id", "semantic"):
             if data[name] is not None:
                 raise _Uncommon

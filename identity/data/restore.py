@@ -9,26 +9,30 @@ restored copy's sequence is raised to it: the next entry is numbered 7, above ev
 before. Across any number of restores the sequence only grows.
 
 The steps, each of which leaves either the old database or the restored one in place:
-1. the backup is copied beside the database under a temporary name, and the copy is checked
-   (PRAGMA integrity_check, its schema's revision);
+1. the backup is copied beside the database under a temporary name, and the copy is checked: PRAGMA
+   integrity_check, its schema's revision, every table and column that revision has (the migrations run
+   to it in memory give them), and PRAGMA foreign_key_check;
 2. the old database is opened alone (an exclusive lock: the restore refuses while another process has it
    open), its highest number read, and its write-ahead log checkpointed into it and dropped, so that no
    -wal or -shm of the old file can be replayed over the restored one;
-3. the copy's sequence is raised to that number, and the copy renamed over the database.
+3. the copy's sequence is raised to that number, it takes the old file's owner, group and mode, and it is
+   renamed over the database.
 """
 
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from alembic.util import CommandError
 from sqlalchemy import create_engine, func, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, StaticPool
 
 from ..storage.faults import cause
 from ..storage.models import Change, Identity
@@ -36,6 +40,8 @@ from ..storage.models import Change, Identity
 CHANGES = Change.__tablename__
 # What SQLite keeps beside a database file: the write-ahead log, its index, a rollback journal.
 COMPANIONS = ("-wal", "-shm", "-journal")
+# The mode SQLite gives a database file it creates, before the umask.
+SQLITE_FILE_MODE = 0o644
 
 
 class RestoreRefused(Exception):
@@ -77,6 +83,7 @@ def restore_sqlite(database, backup, script, issued_up_to=0):
         identities, backup_end, revision = _check_copy(partial, backup, script)
         with _alone(database) as replaced_end:
             _raise_sequence(partial, max(replaced_end or 0, issued_up_to))
+            _keep_owner_and_mode(partial, database)
             for suffix in COMPANIONS:
                 Path(f"{database}{suffix}").unlink(missing_ok=True)
             os.replace(partial, database)
@@ -123,6 +130,7 @@ def _check_copy(path, backup, script):
                                      "give a file that `flask backup` wrote.")
             revision = revisions[0]
             _known(revision, backup, script)
+            _whole(connection, revision, backup, script)
             identities = connection.execute(select(func.count()).select_from(Identity.__table__)).scalar()
             backup_end = max(_issued(connection), connection.execute(select(func.max(Change.seq))).scalar() or 0)
     except SQLAlchemyError as error:
@@ -141,6 +149,48 @@ def _known(revision, backup, script):
     if not known:
         raise RestoreRefused(f"{backup} is at the schema revision {revision}, which this version of the service does "
                              "not know: it was made by a newer version. Restore it with that version.")
+
+
+def _whole(connection, revision, backup, script):
+    """Refuse a copy that lacks a table or column its revision has, or whose foreign keys point at no row: a
+    migration label on a few tables is not a backup of this service."""
+    expected = _schema_at(revision, script)
+    found = _schema_of(connection)
+    tables = sorted(set(expected) - set(found))
+    columns = sorted(f"{table}.{column}" for table in set(expected) & set(found)
+                     for column in expected[table] - found[table])
+    if tables or columns:
+        missing = "; ".join(part for part in (
+            f"the tables {', '.join(tables)}" if tables else "",
+            f"the columns {', '.join(columns)}" if columns else "",
+        ) if part)
+        raise RestoreRefused(f"{backup} is labelled with the schema revision {revision}, but lacks what that revision "
+                             f"has: {missing}. It is not a whole backup of this service; restore a file that "
+                             "`flask backup` wrote.")
+    dangling = connection.execute(text("PRAGMA foreign_key_check")).all()
+    if dangling:
+        where = sorted({f"{row[0]} (row {row[1]}, pointing at {row[2]})" for row in dangling[:5]})
+        raise RestoreRefused(f"{backup} failed its foreign key check: {len(dangling)} rows point at rows it does not "
+                             f"hold, e.g. in {'; '.join(where)}. It is damaged or was edited; restore another backup.")
+
+
+def _schema_at(revision, script):
+    """{table: {column names}} of a database that the migrations bring to `revision`: built in memory by
+    running them, so that it is that revision's schema, not the latest one's."""
+    engine = create_engine("sqlite://", poolclass=StaticPool)
+    try:
+        with engine.begin() as connection:
+            with Operations.context(MigrationContext.configure(connection)):
+                for step in reversed(list(script.iterate_revisions(revision, "base"))):
+                    step.module.upgrade()
+            return _schema_of(connection)
+    finally:
+        engine.dispose()
+
+
+def _schema_of(connection):
+    inspector = inspect(connection)
+    return {table: {column["name"] for column in inspector.get_columns(table)} for table in inspector.get_table_names()}
 
 
 def _issued(connection):
@@ -213,6 +263,30 @@ def _raise_sequence(path, replaced_end):
                              "beside the database.") from None
     finally:
         engine.dispose()
+
+
+def _keep_owner_and_mode(path, database):
+    """Give the copy at `path` the owner, group and mode of the database it replaces, so that the service's
+    user opens it as before and no one else may; with no database there, the mode SQLite gives a file it
+    creates (0644 less the umask). Refused, before anything is replaced, when this user cannot."""
+    try:
+        replaced = database.stat()
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, SQLITE_FILE_MODE & ~umask)
+        return
+    ours = path.stat()
+    if (ours.st_uid, ours.st_gid) != (replaced.st_uid, replaced.st_gid):
+        try:
+            os.chown(path, replaced.st_uid, replaced.st_gid)
+        except PermissionError:
+            raise RestoreRefused(
+                f"The database {database} belongs to user {replaced.st_uid} and group {replaced.st_gid}, which this "
+                "user cannot give the restored file: run the restore as that user (e.g. with sudo -u), or as root. "
+                "Nothing was replaced."
+            ) from None
+    os.chmod(path, stat.S_IMODE(replaced.st_mode))
 
 
 def _sync_folder(folder):

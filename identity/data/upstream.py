@@ -8,6 +8,7 @@ header of each request and in nothing else: no message, no log line.
 import re
 from urllib.parse import urlencode, urlsplit
 
+import ijson
 import orjson
 import urllib3
 
@@ -17,11 +18,15 @@ PAGE = 1000
 HEARTBEAT_MS = 10_000
 LONGPOLL_MS = 30_000
 CONNECT_SECONDS = 10.0
-# What is read of a problem's body, and the most an answer or one event may hold (a page of 1,000
-# identities is about 1.5 MB): an upstream cannot make a mirror hold more.
+# What is read of a problem's body; the most one long-poll page may hold (a page of 1,000 identities is
+# about 1.5 MB); the most one entry may hold, whether an event of the stream (all its lines) or an entry of
+# a page (the largest identity a create allows is well under it). Past any of them the answer is an
+# UpstreamError, read no further: an upstream cannot make a mirror hold more.
 MAX_PROBLEM_BYTES = 64 * 1024
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 MAX_EVENT_BYTES = 1024 * 1024
+# What one read of a stream or of a page takes at most.
+READ_BYTES = 256 * 1024
 USER_AGENT = "identity-service-mirror/1"
 FEED_HEAD = "Feed-Head"
 # The contract's largest seq: what every JSON parser reads exactly.
@@ -79,26 +84,41 @@ def checked_entry(entry):
     return entry
 
 
+def raw_entry(data):
+    """(seq, data) for an entry's JSON text `data` once it is checked to have a seq (checked_entry): the
+    entry travels to the applier as the bytes the upstream sent, which bound what it holds, and is
+    read again there."""
+    return checked_entry(_json(data))["seq"], bytes(data)
+
+
 class EventParser:
-    """Server-Sent Events, as bytes arrive: what `feed` completes, as (event type, data) pairs."""
+    """Server-Sent Events, as bytes arrive: what `feed` completes, as (event type, data) pairs.
+
+    What it holds between reads, `held` bytes, is the unfinished event (its data lines so far and its
+    unfinished line): past MAX_EVENT_BYTES, an UpstreamError, whether one line never ends or the blank
+    line that ends the event never comes.
+    """
 
     def __init__(self):
         self.partial = b""
         self.data = []
+        self.data_bytes = 0
         self.type = None
+
+    @property
+    def held(self):
+        return len(self.partial) + self.data_bytes
 
     def feed(self, chunk):
         lines = (self.partial + chunk).split(b"\n")
         self.partial = lines.pop()
-        if len(self.partial) > MAX_EVENT_BYTES:
-            raise UpstreamError(f"The upstream's stream sent a line of over {MAX_EVENT_BYTES} bytes; not the contract's shape.")
         events = []
         for line in lines:
             line = line.removesuffix(b"\r")
             if not line:
                 if self.data:
                     events.append((self.type or "message", b"\n".join(self.data)))
-                self.data, self.type = [], None
+                self.data, self.data_bytes, self.type = [], 0, None
             elif line.startswith(b":"):
                 events.append(("comment", line))
             else:
@@ -106,9 +126,18 @@ class EventParser:
                 value = value.removeprefix(b" ")
                 if name == b"data":
                     self.data.append(value)
+                    self.data_bytes += len(value) + 1
+                    self._bound()
                 elif name == b"event":
                     self.type = value.decode("utf-8", "replace")
+        self._bound()
         return events
+
+    def _bound(self):
+        if self.held > MAX_EVENT_BYTES:
+            raise UpstreamError(f"The upstream's stream sent an event of over {MAX_EVENT_BYTES} bytes (its lines, or "
+                                "one line, without the blank line that ends it); not the contract's shape. Trying "
+                                "again later; if it goes on, the upstream needs fixing.")
 
 
 class Upstream:
@@ -178,7 +207,8 @@ class Upstream:
         return response.status == 200
 
     def events(self, after):
-        """The stream after `after`: yields (entries, head, heartbeats) as it brings them: first ([], the
+        """The stream after `after`: yields (entries, head, heartbeats) as it brings them (entries as
+        raw_entry gives them, each at most MAX_EVENT_BYTES): first ([], the
         Feed-Head the upstream sent, 0), then what each read brought, the number of heartbeats included
         (the upstream's comment lines but the first). Ends when the upstream ends the stream; raises
         UpstreamError."""
@@ -193,9 +223,9 @@ class Upstream:
                                     no_stream=True)
             yield [], _head(response), 0
             parser, comments = EventParser(), 0
-            while chunk := response.read1(256 * 1024):
+            while chunk := response.read1(READ_BYTES):
                 events = parser.feed(chunk)
-                entries = [checked_entry(_json(data)) for kind, data in events if kind == "change"]
+                entries = [raw_entry(data) for kind, data in events if kind == "change"]
                 beats = sum(1 for kind, _ in events if kind == "comment")
                 yield entries, None, max(0, beats - (comments == 0))
                 comments += beats
@@ -205,24 +235,82 @@ class Upstream:
             response.release_conn()
 
     def longpoll(self, after):
-        """One long poll after `after`: (entries, head), waiting up to LONGPOLL_MS for a first entry."""
+        """One long poll after `after`, waiting up to LONGPOLL_MS for a first entry; raises UpstreamError when
+        it is refused. Returns an iterator of its page: ([], head), then the entries (as raw_entry gives them)
+        as they arrive, a read at a time. The page is read entry by entry, never whole: more entries than asked
+        for (PAGE), an entry over MAX_EVENT_BYTES or a page over MAX_ANSWER_BYTES is an UpstreamError there,
+        and nothing more of it is read."""
         response = self._get(
             {"feed": "longpoll", "include_docs": "true", "limit": PAGE, "after": after, "timeout": LONGPOLL_MS},
             read_seconds=LONGPOLL_MS / 1000 + 30,
         )
+        return self._page(response)
+
+    @staticmethod
+    def _page(response):
         try:
-            body = response.read(MAX_ANSWER_BYTES + 1)
+            yield [], _head(response)
+            yield from _page_entries(_Counted(response))
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise UpstreamError(f"The upstream's answer broke off: {describe(error)}.") from None
+        except ijson.JSONError:
+            raise UpstreamError("The upstream's answer is not JSON; not the contract's shape.") from None
         finally:
             response.release_conn()
-        if len(body) > MAX_ANSWER_BYTES:
-            raise UpstreamError(f"The upstream's page is larger than {MAX_ANSWER_BYTES} bytes; not the contract's shape.")
-        page = _json(body)
-        if not isinstance(page, dict) or not isinstance(page.get("data"), list):
-            raise UpstreamError("The upstream's answer is not the contract's shape: no list of entries under data.")
-        entries = [checked_entry(entry) for entry in page["data"]]
-        return entries, _head(response)
+
+
+class _Counted:
+    """A response read through ijson, counting what it gives: past MAX_ANSWER_BYTES, an UpstreamError."""
+
+    def __init__(self, response):
+        self.response = response
+        self.count = 0
+
+    def read(self, size=READ_BYTES):
+        chunk = self.response.read(min(size, READ_BYTES))
+        self.count += len(chunk)
+        if self.count > MAX_ANSWER_BYTES:
+            raise UpstreamError(f"The upstream's page is larger than {MAX_ANSWER_BYTES} bytes; not the contract's "
+                                "shape. Trying again later; if it goes on, the upstream needs fixing.")
+        return chunk
+
+
+def _page_entries(reader):
+    """The entries of a page, {"data": [entry, ...], ...}, read from `reader` (_Counted) as it arrives: each
+    built alone from the parser's events (ijson), and yielded in lists, one per read, with None for the head."""
+    entries, count, builder, depth, started, found, read = [], 0, None, 0, 0, False, 0
+    for prefix, event, value in ijson.parse(reader, buf_size=READ_BYTES, use_float=True):
+        if reader.count != read and entries:
+            yield entries, None
+            entries = []
+        read = reader.count
+        if builder is None:
+            if prefix == "data" and event == "start_array":
+                found = True
+            elif prefix == "data" and event != "end_array":
+                break  # data is not a list
+            elif prefix == "data.item":
+                if count == PAGE:
+                    raise UpstreamError(f"The upstream's page holds more entries than the {PAGE} asked for; not the "
+                                        "contract's shape. Trying again later; if it goes on, the upstream needs fixing.")
+                builder, depth, started = ijson.ObjectBuilder(), 0, reader.count
+        if builder is None:
+            continue
+        builder.event(event, value)
+        depth += (event in ("start_map", "start_array")) - (event in ("end_map", "end_array"))
+        if reader.count - started > MAX_EVENT_BYTES + READ_BYTES:
+            raise UpstreamError(f"The upstream's page holds an entry of over {MAX_EVENT_BYTES} bytes; not the contract's "
+                                "shape. Trying again later; if it goes on, the upstream needs fixing.")
+        if depth == 0:
+            entry, builder, count = checked_entry(builder.value), None, count + 1
+            try:
+                entries.append((entry["seq"], orjson.dumps(entry)))
+            except orjson.JSONEncodeError:  # an integer beyond 64 bits: kept as its seq alone, then rejected
+                entries.append((entry["seq"], orjson.dumps({"seq": entry["seq"]})))
+    if not found:
+        raise UpstreamError("The upstream's answer is not the contract's shape: no list of entries under data.")
+    if entries:
+        yield entries, None
 
 
 def _json(data):

@@ -14,7 +14,6 @@ entries since the last batch are sent again, with the same webhook-id: at least 
 """
 
 import logging
-import random
 import time
 from datetime import timedelta
 
@@ -25,6 +24,7 @@ from ..core import history
 from ..schemas import ChangeSchema
 from ..storage import lease
 from ..storage.database import one_statement, write_transaction
+from ..storage.lease import backoff
 from ..storage.models import Change, Webhook, WebhookDelivery, utcnow
 from .receiver import Receiver
 
@@ -39,7 +39,6 @@ BATCH_SECONDS = 0.1
 EXTENSION = "identity_webhook_deliverer"
 
 _change_schema = ChangeSchema()
-_jitter = random.SystemRandom()
 _WEBHOOKS = Webhook.__table__
 _DELIVERIES = WebhookDelivery.__table__
 # What a webhook's loop starts from, read as it starts.
@@ -49,13 +48,6 @@ _WEBHOOK_TO_RUN = select(
 ).where(Webhook.id == bindparam("id"), Webhook.active)
 # What a loop follows before each attempt (WebhookRun.wanted).
 _WEBHOOK_STATE = select(_WEBHOOKS.c.url, _WEBHOOKS.c.active).where(_WEBHOOKS.c.id == bindparam("id"))
-
-
-def backoff(attempt, shortest, longest):
-    """Seconds to wait after the `attempt`th failure: doubling from `shortest` up to `longest`, the
-    upper half of it drawn at random so that receivers coming back are not all retried at once."""
-    ceiling = min(longest, shortest * 2 ** min(attempt - 1, 64))
-    return max(shortest, _jitter.uniform(ceiling / 2, ceiling))
 
 
 class WebhookRun:

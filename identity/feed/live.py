@@ -44,7 +44,8 @@ LISTEN_SECONDS = 1.0
 # After a failure, the watcher tries again after this long, doubled up to the second figure.
 RETRY_SECONDS = (0.5, 10.0)
 # How often the keys of the open streams and long polls are checked again (through auth's key cache):
-# a revoked or expired key's clients are let go within IDENTITY_KEY_CACHE_SECONDS and this.
+# the clients of a key revoked or expired, or whose user's role or whose scope changed, are let go within
+# IDENTITY_KEY_CACHE_SECONDS and this.
 KEY_CHECK_SECONDS = 1.0
 
 # Every hub of this process, for end_streams.

@@ -142,20 +142,23 @@ class Follower:
         until = time.monotonic() + seconds
         pairs = self.next_entries()
         while not pairs and self.wait(until) == ENTRY:
-            pairs = self.next_entries()
+            pairs = [] if self.holder in self.hub.revoked else self.next_entries()
         if self.docs:
             return history.page(shown_with_docs([(entry.whole, status) for entry, status in pairs], self.full), after)
         return history.page([history.shown(entry.whole, status, self.full) for entry, status in pairs], after)
 
     def events(self, until, heartbeat):
         """The event stream: the entries after the position as they commit, a comment every `heartbeat`
-        seconds, until `until`, the key's revocation, or the server's shutdown."""
+        seconds, until `until`, its holder's end (the key revoked or expired, its role or scope changed; the
+        console session ended), or the server's shutdown."""
         # Comment lines without the blank line that would end an event: some clients (httpx-sse) would
         # make an empty event of it. The first one sends the headers now, not with the first entry.
         yield ": ok\n"
         next_beat = time.monotonic() + heartbeat
         try:
             while True:
+                if self.holder in self.hub.revoked:  # nothing more of a view its holder lost, even queued
+                    return
                 pairs = self.next_entries()
                 if pairs:
                     if self.docs:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from flask import current_app
 from sqlalchemy import delete, func, select
 
-from ..core import history
+from ..core import audit, history
 from ..core.errors import InvalidFields, WebhookNotFound
 from ..storage.database import db, write_transaction
 from ..storage.models import Change, Webhook, WebhookDelivery, utcnow
@@ -141,6 +141,8 @@ def register(url, description=None, after=None):
     )
     with write_transaction() as session:
         session.add(webhook)
+        session.flush()  # its id, for the entry
+        audit.record("webhook.register", "webhook", webhook.id, after=shown(webhook))
     log.info("webhook registered", extra={"webhook_id": webhook.id, "url": webhook.url, "after": webhook.position})
     return with_state(webhook)
 
@@ -169,11 +171,13 @@ def update(webhook_id, changes):
         webhook = session.get(Webhook, str(webhook_id), with_for_update=True)
         if webhook is None:
             raise WebhookNotFound()
+        before = {name: getattr(webhook, name) for name in changes}
         for name, value in changes.items():
             setattr(webhook, name, value)
         if changes.get("active"):
             webhook.attempts, webhook.failing_since, webhook.next_attempt_at = 0, None, None
         webhook.updated_at = utcnow()
+        audit.record(_change_action(changes), "webhook", webhook.id, before=before, after=dict(changes))
     log.info("webhook changed", extra={"webhook_id": webhook.id, "changed": sorted(changes), "url": webhook.url,
                                        "active": webhook.active})
     return with_state(webhook)
@@ -181,11 +185,29 @@ def update(webhook_id, changes):
 
 def remove(webhook_id):
     with write_transaction() as session:
+        webhook = session.get(Webhook, str(webhook_id))
         session.execute(delete(WebhookDelivery).where(WebhookDelivery.webhook_id == str(webhook_id)))
         removed = session.execute(delete(Webhook).where(Webhook.id == str(webhook_id))).rowcount
+        if removed:
+            audit.record("webhook.remove", "webhook", str(webhook_id), before=shown(webhook))
     if not removed:
         raise WebhookNotFound()
     log.info("webhook removed", extra={"webhook_id": str(webhook_id)})
+
+
+# What the audit log keeps of a webhook: never its secret.
+AUDITED = ("url", "description", "active", "position")
+
+
+def shown(webhook):
+    return {name: getattr(webhook, name) for name in AUDITED}
+
+
+def _change_action(changes):
+    """webhook.pause or webhook.resume when only `active` is asked for, else webhook.change."""
+    if set(changes) == {"active"}:
+        return "webhook.resume" if changes["active"] else "webhook.pause"
+    return "webhook.change"
 
 
 def deliveries(webhook_id):

@@ -3,6 +3,7 @@
 One module per resource; every name is also importable from here, as `from identity.schemas import X`.
 """
 
+from .audit import AuditEntrySchema, AuditListArgsSchema, AuditPageSchema
 from .changes import FEEDS, ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, ChangeSchema, LastEventIdSchema
 from .common import ProblemSchema, StatusSchema, UserSchema
 from .identities import (
@@ -18,8 +19,8 @@ from .identities import (
     IdentityPageSchema,
     IdentityPatchSchema,
     IdentitySchema,
+    identity_body,
     identity_create_schema,
-    identity_etag,
     identity_list_args_schema,
     identity_page_schema,
     identity_patch_schema,
@@ -37,6 +38,7 @@ from .keys import (
     KeyRotateSchema,
     KeySchema,
     MeSchema,
+    UserGrantSchema,
     UserWithCountSchema,
 )
 from .mirrors import MirrorCreateSchema, MirrorListSchema, MirrorPatchSchema, MirrorSchema
@@ -63,6 +65,9 @@ from .webhooks import (
 )
 
 __all__ = [
+    "AuditEntrySchema",
+    "AuditListArgsSchema",
+    "AuditPageSchema",
     "CURSOR_PATTERN",
     "FEEDS",
     "IMMUTABLE",
@@ -110,6 +115,7 @@ __all__ = [
     "StatusSchema",
     "TypedDataSchema",
     "UserSchema",
+    "UserGrantSchema",
     "UserWithCountSchema",
     "WebhookCreateSchema",
     "WebhookCreatedSchema",
@@ -117,7 +123,7 @@ __all__ = [
     "WebhookPatchSchema",
     "WebhookSchema",
     "identity_create_schema",
-    "identity_etag",
+    "identity_body",
     "identity_import_schema",
     "identity_list_args_schema",
     "identity_page_schema",

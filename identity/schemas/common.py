@@ -58,7 +58,9 @@ class UserSchema(RecordSchema):
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
     last_login = Timestamp(
-        required=True, allow_none=True, metadata={"description": "Last time the user's key authenticated."}
+        required=True, allow_none=True,
+        metadata={"description": "The user's last sign-in (POST /auth/siwe, or into the console); a request made with a "
+                  "key is not one. Null when the user never signed in."},
     )
     api_key = fields.Constant(
         "",

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from marshmallow import ValidationError, fields, validate
 
 from ..core import content
+from ..core.contract_wallets import MAX_SIGNATURE_BYTES
 from ..core.wallets import checksum_wallet
 from ..storage.models import MAX_UINT256
 
@@ -24,10 +25,12 @@ WALLET_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 # A one-case address needs no checksum; a mixed-case one must pass EIP-55, which no pattern can say:
 # the pattern admits every case, and the service refuses a mixed-case address whose checksum fails (422).
 CREATOR_PATTERN = WALLET_PATTERN
-# A wallet's signature (r, s, v) as a client may send it, and the one form the service stores and serves
-# (identity.core.signatures.canonical_signature: lower case, v 27 or 28).
-SIGNATURE_PATTERN = r"^0x[0-9a-fA-F]{130}$"
-CANONICAL_SIGNATURE_PATTERN = r"^0x[0-9a-f]{128}(1b|1c)$"
+# A wallet's signature as a client may send it: an ordinary wallet's is 65 bytes (r, s, v), a contract wallet's
+# (EIP-1271, EIP-6492) any bytes its contract reads, up to MAX_SIGNATURE_BYTES; and the form the service stores and
+# serves: lower case (an ordinary wallet's with v 27 or 28, identity.core.signatures.canonical_signature).
+SIGNATURE_PATTERN = r"^0x([0-9a-fA-F]{2})*$"
+CANONICAL_SIGNATURE_PATTERN = r"^0x([0-9a-f]{2})*$"
+SIGNATURE_MAX_LENGTH = 2 + 2 * MAX_SIGNATURE_BYTES
 # The largest integer every JSON parser reads exactly (JavaScript's included): no integer field exceeds it.
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_URL_LENGTH = 2048

@@ -1,6 +1,6 @@
 """Identities: create, read, change (an Admin's curation), browse and search."""
 
-from flask import current_app
+import orjson
 from marshmallow import RAISE, Schema, ValidationError, fields, pre_load, validate, validates_schema
 from werkzeug.http import generate_etag
 
@@ -13,6 +13,7 @@ from .fields import (
     IDENTITY_ID_PATTERN,
     MAX_SAFE_INTEGER,
     MAX_URL_LENGTH,
+    SIGNATURE_MAX_LENGTH,
     SIGNATURE_PATTERN,
     WALLET_PATTERN,
     BigInt,
@@ -92,9 +93,19 @@ class IdentityCreateSchema(Schema):
         allow_none=True,
         metadata={
             "description": "The creator's EIP-712 signature (eth_signTypedData_v4) of the typed data that POST "
-            "/identity/preview answers for this body: it must recover to the creator (else 422). With it, an "
-            "Admin key creates for the wallet that signed. Stored and served as creator_signature.",
-            "pattern": SIGNATURE_PATTERN,
+            "/identity/preview answers for this body: it must recover to the creator, or, for a contract wallet "
+            "(EIP-1271, EIP-6492), be accepted by it on signature_chain_id (else 422). With it, an Admin key "
+            "creates for the wallet that signed. Stored and served as creator_signature.",
+            "pattern": SIGNATURE_PATTERN, "maxLength": SIGNATURE_MAX_LENGTH,
+        },
+    )
+    signature_chain_id = WholeNumber(
+        allow_none=True, validate=validate.Range(1, MAX_SAFE_INTEGER),
+        metadata={
+            "description": "The EIP-155 chain id on which a contract wallet's signature holds (its isValidSignature "
+            "is asked there). Not needed for an ordinary wallet's signature, which holds on every chain. Served as "
+            "creator_signature_chain_id.",
+            "example": 8453,
         },
     )
 
@@ -126,8 +137,16 @@ class IdentitySchema(RecordSchema):
             "pattern": CANONICAL_SIGNATURE_PATTERN,
             "description": "The creator's EIP-712 signature of typed data naming the content_id (domain "
             '{"name": "Identity", "version": "1"}, type Identity {contentId: string}): ethers\' verifyTypedData '
-            "or eth-account recovers the creator's wallet from it. null: the create was not signed.",
+            "or eth-account recovers the creator's wallet from it; a contract wallet's is checked by viem's "
+            "verifyTypedData on creator_signature_chain_id. null: the create was not signed.",
         },
+    )
+    creator_signature_chain_id = fields.Integer(
+        required=True, allow_none=True,
+        metadata={"minimum": 1, "maximum": MAX_SAFE_INTEGER,
+                  "description": "The chain on which a contract wallet's creator_signature holds (EIP-1271, EIP-6492); "
+                  "null for an ordinary wallet's signature, which holds on every chain, and when the create was not "
+                  "signed."},
     )
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
@@ -295,10 +314,17 @@ identity_patch_schema = IdentityPatchSchema()
 
 
 
-def identity_etag(identity):
-    """The ETag of `identity` (a mapping, as identities.get_identity's) as GET serves it: the hash of the
-    very body. The API's If-Match and the console's Take down and Restore compare it."""
-    return generate_etag(current_app.json.dumps(identity_schema.dump(identity)).encode())
+def identity_body(identity):
+    """The JSON body of `identity` (a record as identities.identity_record makes it, or an object with its
+    attributes) as GET and PATCH /identity/<id> serve it, and its ETag: (bytes, the unquoted tag).
+
+    The one place an identity's ETag is made: a hash of the exact body (werkzeug's generate_etag), since
+    the body embeds its creator, so a tag of the content alone would vouch for a body that is no longer
+    the one served. GET's If-None-Match, PATCH's If-Match and the console's Take down and Restore
+    compare it. The bytes are orjson's, as the app's JSON provider writes them.
+    """
+    body = orjson.dumps(identity_schema.dump(identity))
+    return body, generate_etag(body)
 
 
 # Build check_normalizable's pattern now, with the app, rather than in the first request that needs it.

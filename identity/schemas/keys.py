@@ -82,6 +82,19 @@ class KeyCreateSchema(Schema):
     )
 
 
+class UserGrantSchema(Schema):
+    """The body of PATCH /users/<wallet>: what a sign-in with Ethereum may issue the wallet at most."""
+
+    class Meta:
+        unknown = RAISE
+
+    grant = fields.String(
+        required=True,
+        validate=validate.OneOf(SCOPES),
+        metadata={"description": "read: the wallet's sign-ins get read keys alone; write: what its role allows."},
+    )
+
+
 class KeyRotateSchema(Schema):
     class Meta:
         unknown = RAISE
@@ -148,6 +161,12 @@ class MeSchema(Schema):
 
 
 class UserWithCountSchema(UserSchema):
+    grant = fields.String(
+        required=True,
+        metadata={"enum": list(SCOPES), "description": "The most a sign-in with Ethereum issues the wallet: write, or "
+                  "read for a wallet that came into being with a read key or that an Admin narrowed (a write key "
+                  "issued to it widens it). What its keys may do is each key's scope."},
+    )
     identity_count = fields.Integer(
         required=True,
         metadata={"minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": "Identities it created, but removed ones."},

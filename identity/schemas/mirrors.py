@@ -92,10 +92,17 @@ class MirrorSchema(Schema):
         "minimum": 0, "maximum": MAX_SEQ, "description": "Created entries whose content was here already."})
     rejected = fields.Integer(required=True, metadata={
         "minimum": 0, "maximum": MAX_SEQ, "description": "Entries that did not verify (content, ids, signature, "
-        "shape): counted, logged with the reason, and skipped."})
+        "shape) or could not be stored (out of order, a value out of the database's range or refused by it): "
+        "counted, logged (a line per batch: the count and the first reasons), and skipped."})
     last_error = fields.String(required=True, allow_none=True, metadata={
-        "description": "What last went wrong in following the upstream, and what to do."})
+        "description": "What last went wrong in following the upstream, and what to do; kept once it is past "
+        "(see failing)."})
     last_error_at = Timestamp(required=True, allow_none=True)
+    failing = fields.Boolean(required=True, metadata={
+        "description": "true while last_error is the mirror's present state: the same failure repeats, or nothing "
+        "has succeeded since it. false once the follower has read an answer of the upstream or applied a batch "
+        "after it, or an operator changed the mirror (a new key, a resume: the follower then tries again at once); "
+        "false too when there is no last_error."})
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
 

@@ -6,6 +6,7 @@ from .fields import (
     IDENTITY_HASH_PATTERN,
     IDENTITY_ID_PATTERN,
     MAX_SAFE_INTEGER,
+    SIGNATURE_MAX_LENGTH,
     SIGNATURE_PATTERN,
     CurationText,
     UInt256String,
@@ -22,13 +23,16 @@ class IdentityImportSchema(IdentityCreateSchema):
     existed) is unsigned."""
 
     class Meta(IdentityCreateSchema.Meta):
-        exclude = ("signature",)  # a create's; an exported identity carries creator_signature
+        exclude = ("signature", "signature_chain_id")  # a create's; an exported identity carries creator_signature*
 
     id = fields.UUID(required=True)
     identity_id = fields.String(required=True, validate=validate.Regexp(IDENTITY_ID_PATTERN))
     identity_hash = fields.String(required=True, validate=validate.Regexp(IDENTITY_HASH_PATTERN))
     creator = Wallet(required=True)
-    creator_signature = fields.String(allow_none=True, load_default=None, validate=validate.Regexp(SIGNATURE_PATTERN))
+    creator_signature = fields.String(allow_none=True, load_default=None, validate=[
+        validate.Length(max=SIGNATURE_MAX_LENGTH), validate.Regexp(SIGNATURE_PATTERN)])
+    creator_signature_chain_id = WholeNumber(allow_none=True, load_default=None,
+                                             validate=validate.Range(1, MAX_SAFE_INTEGER))
     vault_id = UInt256String(required=True)
     corpora_id = fields.String(required=True, allow_none=True, validate=CurationText())
     semantic = fields.String(required=True, allow_none=True, validate=CurationText())

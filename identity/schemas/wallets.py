@@ -9,6 +9,7 @@ from .fields import (
     CONTENT_ID_PATTERN,
     IDENTITY_HASH_PATTERN,
     IDENTITY_ID_PATTERN,
+    SIGNATURE_MAX_LENGTH,
     SIGNATURE_PATTERN,
     CurationText,
     Timestamp,
@@ -49,9 +50,10 @@ class SigninSchema(Schema):
         "first line names the domain, its Nonce comes from GET /auth/nonce; its address is EIP-55 checksummed.",
     })
     signature = fields.String(required=True, metadata={
-        "pattern": SIGNATURE_PATTERN,
+        "pattern": SIGNATURE_PATTERN, "maxLength": SIGNATURE_MAX_LENGTH,
         "description": "The wallet's personal_sign (EIP-191) signature of the message: 65 bytes, 0x and 130 hex "
-        "digits. Contract wallets (EIP-1271) are not supported.",
+        "digits. A contract wallet's (a Safe, a smart account) is the bytes its contract accepts for the message's "
+        "EIP-191 hash on the message's chain (EIP-1271), or an EIP-6492 wrapper for one not yet deployed.",
     })
     # No default in the schema: the document would then carry one, which openapi-typescript reads as a field
     # every request must send. identity.core.signin writes write when it is left out.

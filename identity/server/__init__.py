@@ -127,9 +127,10 @@ def worker_started(worker):
 def freeze_loaded_objects():
     """Move everything the worker holds once the app is loaded out of the garbage collector's sight.
 
-    The loaded app is some 140,000 objects (Flask, SQLAlchemy, marshmallow, the OpenAPI spec), none of
-    them ever garbage. A full collection walks them all: hundreds of milliseconds during which the worker
-    answers nobody. gc.freeze() (Python's documented remedy) leaves the collector only what requests create.
+    The loaded app is a great many objects (Flask, SQLAlchemy, marshmallow, the OpenAPI spec), none of
+    them ever garbage. A full collection walks them all, and the worker answers nobody meanwhile (how many,
+    and for how long: docs/performance.md, "Figures behind the code's choices"). gc.freeze() (Python's documented remedy) leaves the
+    collector only what requests create.
     """
     gc.collect()
     gc.freeze()

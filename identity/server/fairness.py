@@ -9,11 +9,9 @@ was already there goes behind the requests that came meanwhile. Each request the
 of it only. A request that waits for something (a stream for the next change, a writer for SQLite's
 lock) lets the next one go; nothing is held across a wait.
 
-It earns its place (three interleaved runs, each variant against all-on in the same round, 2 gevent
-workers on 2 cores): without it, GET p99 was 12.3 times as long straight at gunicorn with 8 keep-alive
-clients (12 rounds of 12), 5.3 times behind deploy/nginx.conf with 64 clients (12 of 12), and creates'
-p99 2.6 times behind nginx, at the same throughput. nginx does not shield the workers: it opens as many
-upstream connections as there are requests in flight.
+It earns its place: what the tail is without it, straight at gunicorn and behind deploy/nginx.conf, is
+measured in docs/performance.md, "The default server's tail". nginx does not shield the workers: it opens
+as many upstream connections as there are requests in flight.
 
 For a read, the turn of the loop is needed only by a connection that has not let the loop poll since its
 last turn: its next request was there already when it had answered one. Under load, most connections

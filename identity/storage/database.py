@@ -5,6 +5,7 @@ transaction that holds the write lock from its first statement, and a read that 
 Every statement of the service goes through the session (ORM, or Core statements executed on it).
 """
 
+import os
 import sqlite3
 import threading
 import time
@@ -28,6 +29,27 @@ class Base(DeclarativeBase):
 # Objects stay readable after commit: a view serializes what it just wrote without a reload.
 db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
 migrate = Migrate()
+
+def sqlite_file(url):
+    """The path of the file an SQLite `url` (a SQLAlchemy URL) names; None for a database in memory or of
+    another kind. A URI filename (`sqlite:///file:PATH?mode=ro&uri=true`) names PATH."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    database = url.database
+    if url.query.get("uri"):
+        database = database.removeprefix("file:").partition("?")[0]
+        if not database or database == ":memory:" or url.query.get("mode") == "memory":
+            return None
+    return database
+
+
+def missing_sqlite_file(url):
+    """The path of the SQLite file `url` names when no such file exists, else None. Opening it would create
+    it, empty: a command that only reads or writes a database checks this first, so that a mistyped
+    DATABASE_URL leaves nothing behind (only `db upgrade` creates the database)."""
+    path = sqlite_file(url)
+    return path if path is not None and not os.path.exists(path) else None
+
 
 # Sent after a session's commit with what its transaction noted (note below), `notes` a set of words: so
 # that work which must follow a commit (waking the live feeds) hangs on the session's commit, and the
@@ -200,8 +222,8 @@ def wait_for_the_write_lock(take, deadline):
     SQLite's own wait (its busy handler) sleeps inside the C call in steps of 1 to 100 ms, so a lock freed
     after a fraction of a millisecond, as a create's is, is seen only when the sleep ends: the writer and
     its core idle meanwhile. Asked without a wait and paused here, a writer takes the lock within
-    LOCK_PAUSES[1] of its release. Under 2 sync workers, creates went from 0.73 to 0.94 of plain Flask's
-    rate (bench/run.py's POST, three alternating rounds each). Under gevent's worker, whose greenlets
+    LOCK_PAUSES[1] of its release (the measured gain: docs/performance.md, "Where a request's time goes").
+    Under gevent's worker, whose greenlets
     share the thread, the sleep in C would also stop every other request of the worker; time.sleep,
     which gevent makes cooperative, serves them meanwhile.
     """

@@ -8,6 +8,7 @@ to agree to well under a second (NTP).
 
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -24,6 +25,15 @@ from .models import Lease, utcnow
 log = logging.getLogger(__name__)
 
 _LEASES = Lease.__table__
+_jitter = random.SystemRandom()
+
+
+def backoff(attempt, shortest, longest):
+    """Seconds to wait after the `attempt`th failure in a row: doubling from `shortest` up to `longest`, the
+    upper half of it drawn at random so that peers coming back are not all retried at once. The webhooks'
+    deliveries and the mirrors' reads both wait by it."""
+    ceiling = min(longest, shortest * 2 ** min(attempt - 1, 64))
+    return max(shortest, _jitter.uniform(ceiling / 2, ceiling))
 
 
 def take(name, holder, ttl):

@@ -1,4 +1,4 @@
-"""The database tables: users, their API keys, identities, their change log, webhooks, and sign-in nonces."""
+"""The database tables: users, their API keys, identities, their change log, webhooks, and spent sign-in nonces."""
 
 import uuid
 from datetime import UTC, datetime
@@ -86,6 +86,9 @@ class User(db.Model):
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     wallet: Mapped[str] = mapped_column(String(42), unique=True)
     role: Mapped[str] = mapped_column(String(16), default="User")
+    # What a sign-in with Ethereum may issue the wallet at most (identity.core.signin): `write`, or `read` for a
+    # wallet that came into being with a read key or that an Admin narrowed; a write key issued to it widens it.
+    grant: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_login: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
@@ -109,7 +112,7 @@ class ApiKey(db.Model):
     scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
     label: Mapped[str | None] = mapped_column(String(128), nullable=True)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    # Written at most once an IDENTITY_LAST_LOGIN_INTERVAL, with the user's last_login (identity.web.auth).
+    # Written off the requests' path, at most once an IDENTITY_KEY_USE_INTERVAL (identity.core.key_use).
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # The wallet of the key that issued it, or "cli".
     created_by: Mapped[str] = mapped_column(String(42), default="cli", server_default="cli")
@@ -145,8 +148,14 @@ class Identity(db.Model):
     is_user: Mapped[bool] = mapped_column(default=OFF_CHAIN["is_user"])
     user_conviction: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction"])
     user_conviction_value: Mapped[int] = mapped_column(UInt256, default=OFF_CHAIN["user_conviction_value"])
-    # The creator's EIP-712 signature of the content_id (identity.core.authorship), 0x and 130 hex digits; or null.
-    creator_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
+    # The creator's EIP-712 signature of the content_id (identity.core.authorship), or null: an ordinary wallet's
+    # is 0x and 130 hex digits; a contract wallet's (EIP-1271, EIP-6492) is as long as its contract needs. PostgreSQL
+    # holds it as text (migration 0010); SQLite never enforces a VARCHAR's length, so its column keeps the type
+    # 0006 gave it (changing a column's type on SQLite copies the table, which would lose its triggers).
+    creator_signature: Mapped[str | None] = mapped_column(String(132).with_variant(Text, "postgresql"), nullable=True)
+    # The chain on which a contract wallet's creator_signature holds (its EIP-155 id); null for an ordinary wallet's
+    # signature, which holds everywhere, and for an unsigned identity.
+    creator_signature_chain_id: Mapped[int | None] = mapped_column(types.BigInteger, nullable=True)
 
     creator: Mapped[User] = relationship(lazy="joined")
 
@@ -274,12 +283,13 @@ class ConsoleSession(db.Model):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
-class SigninNonce(db.Model):
-    """A nonce issued for a sign-in with Ethereum, until a sign-in spends it or it expires (identity.core.signin)."""
+class SpentNonce(db.Model):
+    """A sign-in nonce that a sign-in has spent, kept until it expires (identity.core.nonces): issuing one stores
+    nothing, so this is the one record of a nonce, and its primary key is what makes it single use."""
 
-    __tablename__ = "signin_nonces"
+    __tablename__ = "signin_spent_nonces"
 
-    nonce: Mapped[str] = mapped_column(String(32), primary_key=True)
+    nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 

@@ -12,7 +12,7 @@ from flask import current_app, request
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from .database import NO_WAIT, WRITE, db, migrate
+from .database import NO_WAIT, WRITE, db, migrate, sqlite_file
 from .faults import cause
 
 # Below this much free space beside an SQLite file, creates are about to fail: not ready.
@@ -71,9 +71,9 @@ def check():
 
 
 def _check_sqlite_file(url):
-    database = url.database
-    if url.query.get("uri"):  # file:/path?mode=...
-        database = database.removeprefix("file:").partition("?")[0]
+    database = sqlite_file(url)
+    if database is None:  # in memory
+        return
     path = Path(database)
     # SQLite writes the file, and its -wal and -shm beside it: both must be writable.
     for place in (path, path.parent):

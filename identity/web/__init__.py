@@ -38,7 +38,7 @@ def alias(*rules, of, methods=("GET",)):
     return decorate
 
 
-from . import changes, health, identities, keys, mirrors, signin, webhooks  # noqa: E402,F401 - importing a module registers its views
+from . import audit, changes, health, identities, keys, mirrors, signin, webhooks  # noqa: E402,F401 - importing a module registers its views
 
 
 def init_app(app):
@@ -54,3 +54,4 @@ def init_app(app):
     problems.register_error_handlers(app)
     metrics.init_app(app)
     limits.init_app(app)
+    audit.init_app(app)

@@ -7,6 +7,7 @@ challenge of a 401, the Admin role of a route, and what a read-only key may not 
 from flask import request
 from flask_httpauth import HTTPTokenAuth
 
+from ..core import audit
 from ..core.errors import ReadOnlyKey
 from ..core.keys import caller_of
 from .problems import problem
@@ -43,9 +44,17 @@ def caller_roles(caller):
 @auth.error_handler
 def unauthorized(status):
     if status == 403:  # a valid key whose role is not the one the route needs
+        admin_route_refused()
         return problem(403, ADMIN_ONLY_DETAIL)
     # One answer for missing, unknown, revoked and expired keys: the response must not tell them apart.
     return problem(401, UNAUTHORIZED_DETAIL, headers={"WWW-Authenticate": CHALLENGE})
+
+
+def admin_route_refused():
+    """A valid key refused on an Admin route for its role: the refusal is an audit entry of its own."""
+    route = request.url_rule.rule if request.url_rule is not None else request.path
+    audit.record_now("admin_route.refuse", "route", f"{request.method} {route}", outcome="refused",
+                     detail=ADMIN_ONLY_DETAIL)
 
 
 def current_caller():

@@ -98,8 +98,12 @@ def _answer(args, last_event_id, caller):
     db.session.commit()
     hub = live.hub_of(current_app)
     cap = limits.open_streams(current_app).hold(caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
+    # The stream follows its key as it is now: it ends when the key no longer gives what it was opened
+    # with (revoked or expired, its user's role or its scope changed), and the client reconnects to what
+    # it may read then. Streams of one key opened with different views are different holders.
+    holder = view_of(caller)
     key = request.headers[HEADER]
-    unfollow = hub.follow(caller.key_id, lambda: getattr(caller_of(key), "key_id", None) == caller.key_id)
+    unfollow = hub.follow(holder, lambda: view_of(caller_of(key)) == holder)
 
     def release():
         unfollow()
@@ -108,15 +112,21 @@ def _answer(args, last_event_id, caller):
     gone = streams.client_gone(request.environ)
     if feed == "longpoll":
         try:
-            follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone, docs)
+            follower = streams.Follower(hub, start, args["limit"], full, holder, gone, docs)
             page = follower.longpoll(_seconds(args.get("timeout"), LONGPOLL_TIMEOUT_MS))
             return page, 200, {FEED_HEAD: str(max(history.head(), page["next_after"]))}
         finally:
             release()
-    follower = streams.Follower(hub, start, args["limit"], full, caller.key_id, gone, docs)
+    follower = streams.Follower(hub, start, args["limit"], full, holder, gone, docs)
     until = time.monotonic() + _seconds(args.get("timeout"), math.inf)
     return streams.event_stream(follower, until, args["heartbeat"] / 1000, release,
                                 {FEED_HEAD: str(follower.fresh_from)})
+
+
+def view_of(caller):
+    """What a stream of `caller` may show, which decides its holder in the hub: the key's id, its user's role
+    and its scope; None for no caller (a key revoked or expired)."""
+    return None if caller is None else (caller.key_id, caller.role, caller.scope)
 
 
 def _seconds(milliseconds, default):

@@ -2,9 +2,8 @@
 
 from functools import lru_cache
 
-from flask import Response, current_app, request
+from flask import Response, request
 from marshmallow import RAISE
-from werkzeug.http import generate_etag
 from werkzeug.routing import BaseConverter
 
 from ..core import authorship, browse, content, curation, identities
@@ -13,8 +12,8 @@ from ..schemas import (
     IMMUTABLE,
     IdentityContentSchema,
     IdentityPreviewSchema,
+    identity_body,
     identity_create_schema,
-    identity_etag,
     identity_list_args_schema,
     identity_page_schema,
     identity_patch_schema,
@@ -25,6 +24,7 @@ from .auth import auth, current_caller
 from .metrics import IDENTITIES_CREATED
 from .openapi import (
     BODY,
+    CHAIN_UNAVAILABLE,
     CONTENT_EXAMPLE,
     CREATE_EXAMPLE,
     ETAG,
@@ -33,6 +33,7 @@ from .openapi import (
     IDENTITY_ID,
     IF_MATCH,
     IF_NONE_MATCH,
+    IF_NONE_MATCH_CONTENT,
     LOCATION,
     NOT_FOUND,
     PATCH_EXAMPLE,
@@ -59,7 +60,9 @@ blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_
 NOT_MODIFIED = {"description": "If-None-Match named the current ETag; no body.", "headers": ETAG_HEADERS}
 CREATE_REFUSED = {
     "description": "Invalid or unknown fields, a body that is not an object, or a signature that is not the "
-    "creator's; errors names each field.",
+    "creator's, or that no wallet can have made though it fits the pattern (its r or s 0 or out of secp256k1's "
+    "range, its v not 27 or 28), or for a contract wallet's, one its contract does not accept on "
+    "signature_chain_id, or a chain without an endpoint here; errors names each field.",
     "example": problem_body(422, "Invalid fields: display_name, nickname.", errors={
         "display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]}),
 }
@@ -100,21 +103,18 @@ def _identity_response(row):
 
     The body is a function of the row alone (the identity's columns and its creator's; the same for every
     caller), and the key is what the request has just read: a write to the identity (updated_at moves)
-    or to its creator (last_login) gives another key, and the old entry ages out, never served stale.
+    or to its creator (its role, its last_login at a sign-in) gives another key, and the old entry ages out, never served stale.
     Each request gets a Response of its own, made from the kept bytes.
     """
     if row[_STATUS] == "removed":
         return None
-    # As flask-smorest's response decorator makes it: the schema's dump, then the app's JSON provider.
-    body = current_app.json.dumps(identity_schema.dump(identities.identity_record(row))).encode()
-    return body, generate_etag(body)
+    return identity_body(identities.identity_record(row))
 
 
 def conditional(kept):
-    """A Response of `kept` (body, ETag) that answers a matching If-None-Match with 304. The ETag is a hash
-    of the exact body: the embedded creator's last_login moves, so a tag of the content alone would vouch
-    for a body that is no longer the one served. The body is the same for every caller, but it is served
-    only behind a key: a shared cache must not hand it to a client without one (private)."""
+    """A Response of `kept` (body, ETag) that answers a matching If-None-Match with 304: an identity's body and
+    its ETag (schemas.identity_body), or its content and content_id. The body is the same for every caller,
+    but it is served only behind a key: a shared cache must not hand it to a client without one (private)."""
     if kept is None:
         raise IdentityRemoved(request.view_args["identity_id"])
     body, etag = kept
@@ -128,7 +128,7 @@ def conditional(kept):
 @alias("/identities/<identity_id>/content", of="/identity/<identity_id>/content")
 @auth.login_required
 @limits.reads
-@operation("getIdentityContent", parameters=[IF_NONE_MATCH],
+@operation("getIdentityContent", parameters=[IF_NONE_MATCH_CONTENT],
            responses={304: {"description": "If-None-Match named the content_id; no body.", "headers": {"ETag": ETAG}}})
 @blp.response(
     200, IdentityContentSchema, example=CONTENT_EXAMPLE,
@@ -165,12 +165,12 @@ CREATED_LINKS = {"links": {
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
 @problems(
-    BODY, 403, 409,
+    BODY, 403, 409, 503,
     _403="A User key named another creator, or the key is read-only (scope read).",
     _409={"description": "The same content exists; identity_id names it and Location points at it.",
           "example": problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
           "headers": {"Location": LOCATION}},
-    _422=CREATE_REFUSED,
+    _422=CREATE_REFUSED, _503=CHAIN_UNAVAILABLE,
 )
 def create_identity(fields):
     """Create an off-chain Identity.
@@ -188,7 +188,8 @@ def create_identity(fields):
 @operation("previewIdentity")
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(200, IdentityPreviewSchema, example=PREVIEW_EXAMPLE)
-@problems(BODY, 403, _403="A User key named another creator, or the key is read-only (scope read).", _422=CREATE_REFUSED)
+@problems(BODY, 403, 503, _403="A User key named another creator, or the key is read-only (scope read).",
+          _422=CREATE_REFUSED, _503=CHAIN_UNAVAILABLE)
 def preview_identity(fields):
     """Preview a create: the normalized content, its ids, whether it exists here, and the typed data that its
     creator signs (eth_signTypedData_v4) for a signed create; writes nothing.
@@ -219,11 +220,11 @@ def patch_identity(changes, identity_id):
     accepted too. Also served at /identities/{identity_id}.
     """
     if_match = request.if_match
-    holds = (lambda identity: if_match.contains(identity_etag(identity))) if if_match else None
+    holds = (lambda identity: if_match.contains(identity_body(identity)[1])) if if_match else None
     identity = curation.update_identity(identity_id, changes, current_caller().wallet, precondition=holds)
-    response = current_app.json.response(identity_schema.dump(identity))
-    response.set_etag(generate_etag(response.get_data()))
-    response.headers["Cache-Control"] = "private"
+    body, etag = identity_body(identity)
+    response = Response(body, mimetype="application/json", headers={"Cache-Control": "private"})
+    response.set_etag(etag)
     return response
 
 

@@ -19,6 +19,7 @@ from ..schemas import (
     KeyRotateSchema,
     KeySchema,
     MeSchema,
+    UserGrantSchema,
     UserWithCountSchema,
 )
 from . import blp, limits
@@ -36,9 +37,9 @@ KEY_EXAMPLE = KeySchema().dump({
 ISSUED_EXAMPLE = {**KEY_EXAMPLE, "last_used_at": None, "key": "idsk_" + "Q2hhbmdlIG1lOiB0aGlzIGlzIGFuIGV4YW1wbGUga2V5"[:43]}
 USER_EXAMPLE = UserWithCountSchema().dump(SimpleNamespace(
     id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=_AT, updated_at=_AT, last_login=_AT, wallet=_WALLET,
-    role="User", identity_count=3,
+    role="User", grant="write", identity_count=3,
 ))
-ME_EXAMPLE = {"user": {k: v for k, v in USER_EXAMPLE.items() if k != "identity_count"}, "key": KEY_EXAMPLE}
+ME_EXAMPLE = {"user": {k: v for k, v in USER_EXAMPLE.items() if k not in ("identity_count", "grant")}, "key": KEY_EXAMPLE}
 PAGE_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [KEY_EXAMPLE], "next": None}
 KEY_ID = {
     "in": "path", "name": "key_id", "required": True, "description": "The key's id (see GET /keys).",
@@ -192,5 +193,24 @@ def revoke_key(key_id):
 @blp.response(200, UserWithCountSchema, example=USER_EXAMPLE)
 @problems(404, _404=NOT_FOUND["user"])
 def get_user(wallet):
-    """A user, by wallet, with the number of identities it created (but removed ones)."""
+    """A user, by wallet, with the number of identities it created (but removed ones) and its grant: the most a
+    sign-in with Ethereum issues it."""
     return users.user_with_count(wallet)
+
+
+@blp.route("/users/<wallet>", methods=["PATCH"], endpoint="set_user_grant", parameters=[WALLET])
+@auth.login_required(role="Admin")
+@limits.creates
+@operation("setUserGrant")
+@blp.arguments(UserGrantSchema(), example={"grant": "read"})
+@blp.response(200, UserWithCountSchema, example={**USER_EXAMPLE, "grant": "read"})
+@problems(BODY, 403, 404, _403=ADMIN_ONLY, _404=NOT_FOUND["user"], _422={
+    "description": "A grant that is not read or write, or another field; errors names it.",
+    "example": problem_body(422, "Invalid fields: grant.", errors={"grant": ["Must be one of: write, read."]})})
+def set_user_grant(fields, wallet):
+    """Narrow (read) or widen (write) what a sign-in with Ethereum may issue a wallet (Admin write keys only).
+
+    The wallet's keys stay as they are: revoke its write keys too to take write access away now. Issuing the
+    wallet a write key (POST /keys) widens its grant as well.
+    """
+    return users.set_grant(wallet, fields["grant"], by=current_caller().wallet)

@@ -1,4 +1,5 @@
-"""Rate limits per API key: one budget for reads, one for creates, counted by the `limits` library; and per
+"""Rate limits per API key: one budget for reads, one for writes (IDENTITY_RATELIMIT_CREATE: every POST, PATCH
+and DELETE of identities, previews, keys, webhooks and mirrors), counted by the `limits` library; and per
 client address, the budgets of the two sign-in routes, which take no key.
 
 The limits sit under `auth.login_required` on each view, so they are checked after the key is:
@@ -329,7 +330,7 @@ def _trusted(peer):
     return any(address in network for network in proxies if network.version == address.version)
 
 
-def _budget(setting, budget, what, who=caller_key_id, by="with this API key"):
+def _budget(setting, budget, what, who=caller_key_id, by="with this API key", named=""):
     """A decorator that spends `budget` of the caller named by `who()`: shared by every route it decorates, so
     the singular and plural paths spend one budget."""
 
@@ -341,7 +342,7 @@ def _budget(setting, budget, what, who=caller_key_id, by="with this API key"):
             request.rate_limit_window = window
             if not window.allowed:
                 raise TooManyRequests(
-                    f"Too many {what} {by}: the limit is {current_app.config[setting]}. "
+                    f"Too many {what} {by}{named}: the limit is {current_app.config[setting]}. "
                     "Retry after the number of seconds in Retry-After."
                 )
             return view(*args, **kwargs)
@@ -352,7 +353,9 @@ def _budget(setting, budget, what, who=caller_key_id, by="with this API key"):
 
 
 reads = _budget("IDENTITY_RATELIMIT_READ", "read", "reads")
-creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "creates")
+# The write budget: creates, previews and changes of identities, keys, webhooks and mirrors. Its counters and
+# its variable keep the name "create", which deployments set.
+creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "writes", named=" (the write budget, IDENTITY_RATELIMIT_CREATE)")
 nonces = _budget("IDENTITY_RATELIMIT_SIGNIN", "nonce", "sign-in nonces", client_address, "from this address")
 signins = _budget("IDENTITY_RATELIMIT_SIGNIN", "signin", "sign-ins", client_address, "from this address")
 

@@ -1,5 +1,5 @@
 """Prometheus metrics at /metrics: requests by route and status, their latency, identities created, each
-mirror's lag and rejections, and the backups' last success and failures.
+mirror's lag and rejections, the backups' last success and failures, and the audit log's head.
 
 Under gunicorn.conf.py, prometheus_client runs in its multiprocess mode (identity.server sets it up
 before any worker starts, and names the folder in the app's IDENTITY_METRICS_DIR): every worker writes
@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..core import audit
 from ..data import mirrors
 from ..data.backups import runs as backup_runs
 
@@ -91,10 +92,35 @@ class BackupCollector:
         )
 
 
+class AuditHeadCollector:
+    """identity_audit_head: the audit log's head, its seq as the value and its hash as a label, read from the
+    chain's row at each scrape; a copy kept elsewhere later shows any edit of the log (flask audit verify --expect)."""
+
+    def describe(self):
+        return [self._family()]
+
+    def collect(self):
+        family = self._family()
+        if has_app_context():
+            try:
+                found = audit.head()
+                family.add_metric([found["hash"]], found["seq"])
+            except SQLAlchemyError as error:
+                log.warning("metrics: the audit log's head was not read (%s)", type(error).__name__)
+        return [family]
+
+    @staticmethod
+    def _family():
+        return GaugeMetricFamily("identity_audit_head", "The audit log's last entry: its seq, and its hash as a label.",
+                                 labels=["hash"])
+
+
 MIRRORS = MirrorCollector()
 REGISTRY.register(MIRRORS)
 BACKUPS = BackupCollector()
 REGISTRY.register(BACKUPS)
+AUDIT_HEAD = AuditHeadCollector()
+REGISTRY.register(AUDIT_HEAD)
 
 
 def serve_metrics():
@@ -107,6 +133,7 @@ def serve_metrics():
         multiprocess.MultiProcessCollector(registry, path=directory)
         registry.register(MIRRORS)
         registry.register(BACKUPS)
+        registry.register(AUDIT_HEAD)
     encoder, content_type = choose_encoder(request.headers.get("Accept"))
     return encoder(registry), 200, {"Content-Type": content_type}
 

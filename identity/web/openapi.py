@@ -17,7 +17,7 @@ from flask import Blueprint
 
 from ..core import content
 from ..core.errors import IdentityNotFound, IdentityRemoved, KeyNotFound, MirrorNotFound, UserNotFound, WebhookNotFound
-from ..schemas import IdentityPatchSchema, IdentitySchema, MirrorPatchSchema, WebhookPatchSchema
+from ..schemas import IdentityPatchSchema, IdentitySchema, MirrorPatchSchema, WebhookPatchSchema, identity_body
 from ..schemas.fields import CONTENT_ID_PATTERN, IDENTITY_ID_PATTERN, documented_validators, safe_integers
 from . import blp
 from .auth import ADMIN_ONLY_DETAIL, CHALLENGE, HEADER, UNAUTHORIZED_DETAIL
@@ -36,21 +36,23 @@ CREATE_EXAMPLE = {
 }
 _ADDRESS = content.address(CREATE_EXAMPLE)
 _AT = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
-IDENTITY_EXAMPLE = IdentitySchema().dump(
-    SimpleNamespace(
-        id="3f6c2a9e-8b1d-4c7a-9e52-0a4b6d8c1f27", identity_id=_ADDRESS.identity_id,
-        identity_hash=_ADDRESS.identity_hash, vault_id=0, corpora_id=None, semantic=None,
-        created_at=_AT, updated_at=_AT, num_positions=0, assets_sum=0, conviction_sum=0, conviction_price=0,
-        status="complete", is_user=False, user_conviction=0, user_conviction_value=0, **_ADDRESS.content,
-        creator_signature=None,
-        creator=SimpleNamespace(
-            id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=_AT, updated_at=_AT, last_login=_AT,
-            wallet="0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045", role="User",
-        ),
-    )
+_IDENTITY = SimpleNamespace(
+    id="3f6c2a9e-8b1d-4c7a-9e52-0a4b6d8c1f27", identity_id=_ADDRESS.identity_id,
+    identity_hash=_ADDRESS.identity_hash, vault_id=0, corpora_id=None, semantic=None,
+    created_at=_AT, updated_at=_AT, num_positions=0, assets_sum=0, conviction_sum=0, conviction_price=0,
+    status="complete", is_user=False, user_conviction=0, user_conviction_value=0, **_ADDRESS.content,
+    creator_signature=None, creator_signature_chain_id=None,
+    creator=SimpleNamespace(
+        id="9b2e4c1a-6f0d-4e8b-a5c3-2d7f1e9a0b64", created_at=_AT, updated_at=_AT, last_login=_AT,
+        wallet="0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045", role="User",
+    ),
 )
+IDENTITY_EXAMPLE = IdentitySchema().dump(_IDENTITY)
 CONTENT_EXAMPLE = _ADDRESS.content
-ETAG_EXAMPLE = f'"{_ADDRESS.content_id}"'
+# What each route's ETag is: for an identity, the hash of its exact body (IDENTITY_EXAMPLE's here); for its
+# content, the content_id.
+IDENTITY_ETAG_EXAMPLE = f'"{identity_body(_IDENTITY)[1]}"'
+CONTENT_ETAG_EXAMPLE = f'"{_ADDRESS.content_id}"'
 PATCH_EXAMPLE = {"status": "complete", "vault_id": "4242", "num_positions": 3, "assets_sum": "1000000000000000000"}
 CHANGE_EXAMPLE = {
     "seq": 42,
@@ -119,6 +121,7 @@ MIRROR_EXAMPLE = {
     "rejected": 3,
     "last_error": None,
     "last_error_at": None,
+    "failing": False,
     "created_at": "2026-11-21T09:30:00.123456Z",
     "updated_at": "2026-11-21T09:30:00.123456Z",
 }
@@ -133,31 +136,41 @@ IDENTITY_ID = {
     "schema": {"type": "string", "pattern": IDENTITY_ID_PATTERN},
     "example": IDENTITY_EXAMPLE["identity_id"],
 }
+# The ETag of an identity's content: its content_id, quoted (the content never changes).
 ETAG = {
     "description": "The content_id, quoted.",
     "schema": {"type": "string", "pattern": f'^"{CONTENT_ID_PATTERN}"$'},
-    "example": ETAG_EXAMPLE,
+    "example": CONTENT_ETAG_EXAMPLE,
 }
 IF_NONE_MATCH = {
     "in": "header",
     "name": "If-None-Match",
     "required": False,
-    "description": "An ETag of an earlier answer: when it is still the current one, the answer is 304 with no body.",
+    "description": "The ETag of an earlier answer (a hash of its body, quoted): while the identity and its creator "
+    "are as they were, the answer is 304 with no body.",
     "schema": {"type": "string"},
-    "example": ETAG_EXAMPLE,
+    "example": IDENTITY_ETAG_EXAMPLE,
+}
+IF_NONE_MATCH_CONTENT = {
+    **IF_NONE_MATCH,
+    "description": "The ETag of an earlier answer (the content_id, quoted): when it names this content, the answer "
+    "is 304 with no body.",
+    "example": CONTENT_ETAG_EXAMPLE,
 }
 IF_MATCH = {
     "in": "header",
     "name": "If-Match",
     "required": False,
-    "description": "The ETag of the identity as last fetched: the change is made only if it is still current, "
-    "else 412 and nothing changes.",
+    "description": "The ETag of the identity as last fetched or changed (a hash of its body, quoted): the change "
+    "is made only if it is still current, else 412 and nothing changes.",
     "schema": {"type": "string"},
-    "example": ETAG_EXAMPLE,
+    "example": IDENTITY_ETAG_EXAMPLE,
 }
 LOCATION = {"schema": {"type": "string", "pattern": "^/identity/" + IDENTITY_ID_PATTERN[1:]}}
 ETAG_HEADERS = {
-    "ETag": {"description": "Strong tag of this exact body; send it back in If-None-Match.", **_STRING},
+    "ETag": {"description": "Strong tag of this exact body: its hash, quoted. Send it back in If-None-Match (GET) "
+             "or If-Match (PATCH).", "schema": {"type": "string", "pattern": '^"[0-9a-f]{40}"$'},
+             "example": IDENTITY_ETAG_EXAMPLE},
     "Cache-Control": {"description": "private", **_STRING},
 }
 RATELIMIT_HEADERS = {
@@ -170,6 +183,14 @@ UNAVAILABLE = {
     "description": "The database does not answer (try again shortly), or its schema is not at the latest "
     "migration (the detail gives the command that fixes it).",
     "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
+}
+# A route that checks a contract wallet's signature on its chain (identity.core.contract_wallets) may also answer 503
+# when that chain's endpoint (IDENTITY_ETH_RPC_URLS) gives no usable answer.
+CHAIN_UNAVAILABLE = {
+    **UNAVAILABLE,
+    "description": UNAVAILABLE["description"] + " Or a contract wallet's signature could not be checked: its chain's "
+    "JSON-RPC endpoint (IDENTITY_ETH_RPC_URLS) is down, slow, or answered an error; the detail names the chain. "
+    "Nothing was accepted; retry after Retry-After seconds.",
 }
 
 # --- the problems an operation documents ------------------------------------------------------------

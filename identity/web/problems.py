@@ -130,7 +130,8 @@ STATUSES = {
     errors.PreconditionFailed: 412,
     errors.InvalidFields: 422,
     errors.TooManyStreams: 429,
-    errors.TooManyNonces: 503,
+    errors.BeyondGrant: 403,
+    errors.WalletChainUnavailable: 503,
     errors.InvalidParameters: 400,
     errors.ServiceError: 400,
 }
@@ -159,7 +160,8 @@ def handle_signin_refused(error):
     return problem(401, error.detail, headers={"WWW-Authenticate": f'SIWE realm="{realm}"'}, **error.extra)
 
 
-def handle_too_many_nonces(error):
+def handle_chain_unavailable(error):
+    """503 with Retry-After: a contract wallet's chain not answering (WalletChainUnavailable)."""
     return problem(503, error.detail, headers={"Retry-After": str(error.retry_after)}, **error.extra)
 
 
@@ -192,7 +194,7 @@ def register_error_handlers(app):
     app.register_error_handler(IdentityExists, handle_identity_exists)
     app.register_error_handler(IdentityNotFound, handle_identity_not_found)
     app.register_error_handler(errors.SigninRefused, handle_signin_refused)
-    app.register_error_handler(errors.TooManyNonces, handle_too_many_nonces)
+    app.register_error_handler(errors.WalletChainUnavailable, handle_chain_unavailable)
     # A lost connection, a locked or unreachable database: the request may be retried as it is.
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(InterfaceError, handle_database_unavailable)

@@ -7,24 +7,24 @@ from ..core.errors import SigninOff
 from ..schemas import SignedInSchema, SigninNonceSchema, signin_schema
 from . import blp, limits
 from .keys import ISSUED_EXAMPLE, ME_EXAMPLE
-from .openapi import BODY, UNAVAILABLE, operation, problems
+from .openapi import BODY, CHAIN_UNAVAILABLE, UNAVAILABLE, operation, problems
 from .problems import problem_body
 
-_WALLET = "0x25F0de053303DC1E4F857Befe51E283754fD249a"
+_WALLET = "0x745c96f26fa0E004E60E41d1411169408B45accA"
 NONCE_EXAMPLE = {
-    "nonce": "Kq3m8ZtP0aR7wXy2bC5d", "expires_at": "2026-11-21T09:40:00.123456Z", "domain": "identity.example.com",
-    "uri": "https://identity.example.com",
+    "nonce": "3xGq0Rk7ZtP2aW8mYc5dLb9fN4hJ6sV1eT0uQ7iK3oA2pX", "expires_at": "2026-11-21T09:40:00Z",
+    "domain": "identity.example.com", "uri": "https://identity.example.com",
 }
-# A message of that nonce, and its wallet's personal_sign signature (the example wallet's key is public: a
-# hash of a phrase; the signature recovers to _WALLET).
+# A message of that nonce, and its wallet's personal_sign signature (the example wallet's key is public: the
+# Keccak-256 of "identity example wallet"; the signature recovers to _WALLET).
 SIGNIN_EXAMPLE = {
     "message": "\n".join([
         f"identity.example.com wants you to sign in with your Ethereum account:\n{_WALLET}\n",
         "Sign in to the Identity service.\n", "URI: https://identity.example.com", "Version: 1", "Chain ID: 1",
-        "Nonce: Kq3m8ZtP0aR7wXy2bC5d", "Issued At: 2026-11-21T09:30:00Z",
+        "Nonce: 3xGq0Rk7ZtP2aW8mYc5dLb9fN4hJ6sV1eT0uQ7iK3oA2pX", "Issued At: 2026-11-21T09:30:00Z",
     ]),
-    "signature": "0x87a222a3d7dc8d46506f11210e9040635de30a7e0100d08bdf3261293570fb96132fcda65e6e067133c842b6ecb230"
-    "217e4abcaf3f386d8fc30802a43bc591d21b",
+    "signature": "0xeb7316b906af9741b0035b8f0b120c784bc6fa5c4f7624cba74661d44b4fad7014cfc198a018e0669e9e302aea313a9fa9"
+    "b8d841f49ea4ae21564f2d4796197d1b",
 }
 SIGNED_IN_EXAMPLE = {
     **ISSUED_EXAMPLE, "wallet": _WALLET, "scope": "write", "label": signin.DEFAULT_LABEL, "created_by": signin.SIWE,
@@ -40,11 +40,18 @@ BUDGET = {
                                                                   "X-RateLimit-Remaining", "X-RateLimit-Reset")},
 }
 REFUSED = {
-    "description": "The message failed a check: its domain (2), chain (3), nonce (4: not issued here, used, or "
-    "expired; a nonce is spent by the first sign-in that names it), times (5) or signature (6); the detail names it.",
+    "description": "The message failed a check: its domain or URI (2), chain (3), nonce (4: not issued here, used, "
+    "or expired; a nonce is spent by the first sign-in that names it once the message parses, whatever its outcome), "
+    "times (5) or signature (6); the detail names it.",
     "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": 'SIWE realm="<domain>"'}},
-    "example": problem_body(401, "Sign-in refused at check 4 (nonce): The nonce was not issued by this service, or a "
-                            "sign-in used it already: ask GET /auth/nonce for a fresh one and sign a new message."),
+    "example": problem_body(401, "Sign-in refused at check 4 (nonce): The nonce is spent: a sign-in used it already "
+                            "(the first sign-in that names a nonce spends it, whatever its outcome). Ask GET /auth/nonce "
+                            "for a fresh one and sign a new message."),
+}
+BEYOND_GRANT = {
+    "description": "Every check passed, but the body asks for a write key and the wallet is granted read access only "
+    "(its user's grant, GET /users/{wallet}): nothing is issued, the nonce is spent.",
+    "example": problem_body(403, signin.beyond_grant_detail(_WALLET)),
 }
 NOT_A_MESSAGE = {
     "description": "A field is missing or invalid, or the message is not an EIP-4361 message (errors.message names "
@@ -60,13 +67,11 @@ NOT_A_MESSAGE = {
 @limits.nonces
 @operation("getSigninNonce", security=[])
 @blp.response(200, SigninNonceSchema, example=NONCE_EXAMPLE, headers=NO_STORE)
-@problems(404, 429, 503, _404=OFF, _429=BUDGET, _503={
-    **UNAVAILABLE, "description": "The database does not answer, or as many sign-ins are in progress as "
-    "IDENTITY_SIWE_MAX_NONCES allows: retry after Retry-After seconds."})
+@problems(404, 429, 503, _404=OFF, _429=BUDGET, _503=UNAVAILABLE)
 def get_signin_nonce():
     """A nonce for a sign-in with Ethereum, with the domain and URI its message names.
 
-    Single use, valid on every node of the service until expires_at. No API key needed.
+    Single use, valid on every node of the service until expires_at; issuing it stores nothing. No API key needed.
     """
     return signin.issue_nonce(), 200, {"Cache-Control": "no-store"}
 
@@ -78,10 +83,14 @@ def get_signin_nonce():
 @blp.arguments(signin_schema, example=SIGNIN_EXAMPLE)
 @blp.response(201, SignedInSchema, example=SIGNED_IN_EXAMPLE, headers=NO_STORE,
               description="A key for the message's wallet, shown this once, and its user (a new wallet becomes a User).")
-@problems(BODY, 401, 404, 429, 503, _401=REFUSED, _404=OFF, _422=NOT_A_MESSAGE, _429=BUDGET)
+@problems(BODY, 401, 403, 404, 429, 503, _401=REFUSED, _403=BEYOND_GRANT, _404=OFF, _422=NOT_A_MESSAGE, _429=BUDGET,
+          _503=CHAIN_UNAVAILABLE)
 def sign_in_with_ethereum(fields):
     """Sign in with Ethereum (EIP-4361): a wallet's personal_sign signature of a message naming a nonce, for a
     key of that wallet's user, issued by `siwe`.
+
+    The key's scope is the body's, or the wallet's grant when the body names none: a wallet granted read only
+    (GET /users/{wallet}) gets a read key, and asking for write is 403.
 
     The key expires at the message's Expiration Time, and no later than IDENTITY_SIWE_KEY_SECONDS (7 days)
     from now. No API key needed.

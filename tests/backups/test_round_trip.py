@@ -31,6 +31,15 @@ def test_backup_lists_verifies_and_restores_in_place_without_reusing_a_number(ba
     manifest = json.loads(seaweed.client().get_object(Bucket=BUCKET, Key=f"{prefix}{name}.json")["Body"].read())
     assert manifest["identities"] == 3 and manifest["issued_up_to"] == end and manifest["database"] == backend
     assert manifest["verified"] is True and len(manifest["sha256"]) == 64
+    with app.app_context():
+        from identity.core import audit_log
+        logged = list(audit_log.entries())
+    # The manifest names the audit log's head as the backup began; the backup's own entry follows it.
+    at_start = {entry["seq"]: entry["hash"] for entry in logged}
+    assert at_start[manifest["audit_head"]["seq"]] == manifest["audit_head"]["hash"]
+    [backed_up] = [entry for entry in logged if entry["action"] == "database.backup"]
+    assert backed_up["target_id"] == name and backed_up["seq"] > manifest["audit_head"]["seq"]
+    assert backed_up["via"] == "cli" and backed_up["outcome"] == "ok"
 
     listed = cli(app, "backups", "list")
     assert listed.exit_code == 0, listed.output

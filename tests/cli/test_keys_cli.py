@@ -40,11 +40,12 @@ def test_keys_create_refuses_an_expiry_out_of_range_and_an_unknown_scope(runner)
 def test_keys_list_shows_scope_label_expiry_and_last_use(runner, client):
     key = issue(runner, "--scope", "read", "--label", "ci", "--expires-in", "600")
     line = listed(runner, key)
-    id_, hint, wallet, role, scope, label, created_at, expires_at, last_used_at, revoked_at = line.split()
-    assert (wallet, role, scope, label, last_used_at, revoked_at) == (USER_WALLET, "User", "read", "ci", "-", "-")
+    id_, hint, wallet, role, grant, scope, label, created_at, expires_at, last_used_at, revoked_at = line.split()
+    assert (wallet, role, grant, scope, label, last_used_at, revoked_at) == (
+        USER_WALLET, "User", "read", "read", "ci", "-", "-")
     assert expires_at > created_at
     client.get("/me", headers={"x-api-key": key})
-    assert listed(runner, key).split()[8] != "-"  # used now
+    assert listed(runner, key).split()[9] != "-"  # used now
 
 
 def test_keys_rotate_with_grace_leaves_the_old_key_working_until_it_ends(runner, client):

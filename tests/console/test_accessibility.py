@@ -43,12 +43,14 @@ def deployment(tmp_path_factory):
     # A mirror of an upstream that is down (nothing listens on port 9): the status page shows its lag and error.
     upstream_key = "idsk_" + "u" * 43
     deployment.secrets.append(upstream_key)
-    requests.post(deployment.url + "/mirrors", json={"url": "http://127.0.0.1:9", "key": upstream_key,
-                                                     "name": "replica of the registry"}, headers=headers, timeout=10)
+    mirror = requests.post(deployment.url + "/mirrors", json={"url": "http://127.0.0.1:9", "key": upstream_key,
+                                                              "name": "replica of the registry"},
+                           headers=headers, timeout=10).json()
     deployment.identity_id = next(
         identity["identity_id"] for identity in requests.get(
             deployment.url + "/identities?q=ada", headers=headers, timeout=10).json()["data"])
     deployment.webhook_id = webhook["id"]
+    deployment.mirror_id = mirror["id"]
     yield deployment
     deployment.stop()
 
@@ -79,7 +81,11 @@ def signed_in_pages(deployment):
         ("webhooks", "/admin/webhooks"),
         ("webhook", f"/admin/webhooks/{deployment.webhook_id}"),
         ("webhook-delete", f"/admin/webhooks/{deployment.webhook_id}/delete"),
+        ("mirrors", "/admin/mirrors"),
+        ("mirror", f"/admin/mirrors/{deployment.mirror_id}"),
+        ("mirror-remove", f"/admin/mirrors/{deployment.mirror_id}/remove"),
         ("changes", "/admin/changes"),
+        ("audit", "/admin/audit"),
         ("status", "/admin/status"),
         ("not-found", "/admin/no-such-page"),
     ]
@@ -129,7 +135,8 @@ def test_a_read_only_session_is_accessible_too(browser, deployment, axe):
     context = browser.new_context(viewport=WIDTHS["wide"])
     page, found = context.new_page(), []
     sign_in(page, deployment.url, deployment.read_key)
-    for name, path in signed_in_pages(deployment)[:4]:
+    for name, path in [(name, path) for name, path in signed_in_pages(deployment)
+                       if name in ("identities", "identities-searched", "identity", "keys", "mirrors", "mirror")]:
         page.goto(deployment.url + path)
         assert page.locator("main form[method=post]").count() == 0, name  # nothing that writes
         check(page, f"read-only-{name}", "wide", axe, found)
@@ -137,7 +144,7 @@ def test_a_read_only_session_is_accessible_too(browser, deployment, axe):
     assert found == []
 
 
-@pytest.mark.parametrize("path", ["/admin/identities", "/admin/keys", "/admin/webhooks"])
+@pytest.mark.parametrize("path", ["/admin/identities", "/admin/keys", "/admin/webhooks", "/admin/mirrors"])
 def test_every_control_is_reached_by_the_keyboard(browser, deployment, path):
     context = browser.new_context(viewport=WIDTHS["narrow"])
     page = context.new_page()

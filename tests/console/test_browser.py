@@ -254,6 +254,37 @@ def test_register_a_webhook_pause_it_and_see_its_deliveries(page, deployment):
         assert "paused" in page.get_by_role("row").nth(1).inner_text()
 
 
+def test_add_a_mirror_see_its_error_pause_it_replace_its_key_and_remove_it(page, deployment):
+    upstream_key, new_key = "idsk_" + "m" * 43, "idsk_" + "n" * 43
+    deployment.secrets += [upstream_key, new_key]  # in no log line (Deployment.stop checks)
+    sign_in(page, deployment.url, deployment.admin_key)
+    page.goto(f"{deployment.url}/admin/mirrors")
+    page.get_by_label("Upstream URL").fill("http://127.0.0.1:9")  # nothing listens there: the upstream is down
+    page.get_by_label("Upstream API key").fill(upstream_key)
+    page.get_by_label("Name").fill("down the hall")
+    page.get_by_role("button", name="Add mirror").click()
+    page.get_by_text("The mirror is added").wait_for()
+    mirror_id = page.url.split("/admin/mirrors/", 1)[1].split("?", 1)[0]
+    [mirror] = [mirror for mirror in api(deployment, "GET", "/mirrors").json()["data"] if mirror["id"] == mirror_id]
+    assert (mirror["name"], mirror["active"]) == ("down the hall", True)
+    deadline = time.monotonic() + 30
+    while "Last error" not in page.content():  # the follower tried the upstream, and its page says so
+        assert time.monotonic() < deadline, "no error shown for an upstream that is down"
+        time.sleep(0.5)
+        page.reload()
+    page.get_by_role("button", name="Pause").click()
+    page.get_by_text("The mirror is paused").wait_for()
+    assert api(deployment, "GET", f"/mirrors/{mirror_id}").json()["active"] is False
+    page.get_by_label("New upstream API key").fill(new_key)
+    page.get_by_role("button", name="Replace key").click()
+    page.get_by_text("key is replaced").wait_for()
+    assert upstream_key not in page.content() and new_key not in page.content()
+    page.get_by_role("link", name="Remove…").click()
+    page.get_by_role("button", name="Remove the mirror").click()
+    page.get_by_text("The mirror is removed").wait_for()
+    assert mirror_id not in [mirror["id"] for mirror in api(deployment, "GET", "/mirrors").json()["data"]]
+
+
 def test_an_entry_appears_on_the_changes_page_after_a_create_by_the_api(page, deployment):
     sign_in(page, deployment.url, deployment.admin_key)
     page.goto(f"{deployment.url}/admin/changes")

@@ -6,8 +6,12 @@ import time
 from html import unescape
 
 import pytest
+from sqlalchemy import update
 
-from identity.core import sessions
+from identity.core import keys, sessions
+from identity.storage.database import db
+from identity.storage.models import ApiKey
+from tests.conftest import ADMIN_WALLET
 from tests.console.conftest import ORIGIN, form_value
 
 CHANGES = ("/admin/keys", {"wallet": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"})
@@ -83,3 +87,23 @@ def test_the_live_feed_streams_whole_entries_and_ends_with_its_session(console, 
     deadline = time.monotonic() + 10
     for _ in chunks:  # the hub asks the session again every second, and lets the stream go
         assert time.monotonic() < deadline, "the stream outlived its session"
+
+
+@pytest.mark.parametrize("change", ["demoted", "scope narrowed"])
+def test_the_live_feed_ends_when_its_wallet_is_no_longer_an_admins_or_its_scope_narrows(console, app, admin_key, change):
+    response = console.get("/admin/changes/stream", buffered=False)
+    chunks = iter(response.response)
+    assert next(chunks).decode() == ": ok\n"
+    with app.app_context():
+        if change == "demoted":
+            keys.issue_key(ADMIN_WALLET, "User")  # the wallet's new role
+        else:  # no route narrows a key's scope; the stream follows the row all the same
+            key_id = keys.caller_of(admin_key).key_id
+            db.session.execute(update(ApiKey).where(ApiKey.id == key_id).values(scope="read"))
+            db.session.commit()
+    deadline = time.monotonic() + 10
+    for chunk in chunks:  # the hub asks the session again every second, and lets the stream go
+        assert time.monotonic() < deadline, "the stream outlived what its session was opened with"
+        assert chunk.startswith(b":"), "an entry was sent after the session lost its Admin's view"
+    if change == "demoted":  # the page's script reconnects, and a User's session is let in nowhere
+        assert console.get("/admin/changes/stream").status_code == 401

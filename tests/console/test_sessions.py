@@ -148,7 +148,7 @@ def test_a_read_only_admin_key_gets_the_console_without_anything_that_writes(con
     identity_id = create({"display_name": "Read only"}).get_json()["identity_id"]
     console = console_for(read_only_admin_key)
     for path in ("/admin/identities", f"/admin/identities/{identity_id}", "/admin/keys", "/admin/webhooks",
-                 "/admin/changes", "/admin/status"):
+                 "/admin/mirrors", "/admin/changes", "/admin/status"):
         page = console.text(path)
         assert "read-only" in page
         # One form posts: Sign out.

@@ -463,24 +463,6 @@ def test_times_in_other_offsets_compare_as_instants():
         siwe.check_times(message, datetime(2026, 5, 1, 12, 10, tzinfo=UTC))
 
 
-# Nonces.
-
-def test_a_nonce_is_20_letters_and_digits_carrying_over_96_random_bits():
-    nonces = {siwe.new_nonce() for _ in range(1000)}
-    assert len(nonces) == 1000
-    for nonce in nonces:
-        assert len(nonce) == siwe.NONCE_LENGTH == 20
-        assert set(nonce) <= set(string.ascii_letters + string.digits)
-    assert len(siwe.NONCE_ALPHABET) == 62 and 62**siwe.NONCE_LENGTH >= 2**96
-    # Every symbol turns up: the alphabet is used whole.
-    assert set("".join(nonces)) == set(siwe.NONCE_ALPHABET)
-
-
-def test_a_new_nonce_is_one_the_grammar_accepts():
-    nonce = siwe.new_nonce()
-    assert siwe.parse(edited(9, f"Nonce: {nonce}")).nonce == nonce
-
-
 # Signatures: their form is checked before any recovery.
 
 def signature(r=int("11" * 32, 16), s=int("22" * 32, 16), v=27):

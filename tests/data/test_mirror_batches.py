@@ -87,7 +87,8 @@ def test_what_does_not_verify_is_counted_logged_and_not_stored(app, mirror, lie,
     assert set(identities(app)) == {doc(1)["identity_id"], doc(3)["identity_id"]}
     assert state(app, mirror).rejected == 1
     [line] = [record for record in caplog.records if "rejected" in record.getMessage()]
-    assert line.seq == 2 and line.reason and "upstream entry 2 rejected" in line.getMessage()
+    assert line.rejected == 1 and [reason["seq"] for reason in line.reasons] == [2]
+    assert "1 upstream entries rejected: entry 2: " in line.getMessage()
 
 
 def test_a_signed_identity_whose_signature_is_its_creators_is_stored(app, mirror):
@@ -162,7 +163,7 @@ def test_a_paused_mirror_applies_nothing(app, mirror):
     assert identities(app) == {}
 
 
-def test_entries_given_again_are_skipped(app, mirror):
+def test_entries_given_again_are_rejected_as_out_of_order_and_skipped(app, mirror):
     apply(app, mirror, [entry(1, doc(1)), entry(2, doc(2))])
     done = apply(app, mirror, [entry(1, doc(1)), entry(2, doc(2)), entry(3, doc(3))], position=2)
-    assert (done.position, done.applied, done.already_present) == (3, 1, 0)
+    assert (done.position, done.applied, done.already_present, done.rejected) == (3, 1, 0, 2)

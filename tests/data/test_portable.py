@@ -139,6 +139,24 @@ def test_line_with_an_invalid_field_is_refused_naming_the_field(app, tmp_path, c
     assert result.stdout.strip() == "imported 1, skipped 0, refused 1"
 
 
+@pytest.mark.parametrize("moment", [
+    "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "10000-01-01T00:00:00Z", "0000-12-31T00:00:00Z",
+])
+@pytest.mark.parametrize("name", ["created_at", "updated_at"])
+def test_a_timestamp_out_of_range_is_refused_by_its_line_and_the_lines_after_it_are_imported(app, tmp_path, name, moment):
+    lines = list(export_lines(5))
+    lines[2] = orjson.dumps({**orjson.loads(lines[2]), name: moment}) + b"\n"
+    source = tmp_path / "out-of-range.jsonl"
+    source.write_bytes(b"".join(lines))
+    result = run_import(app, source)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output  # no traceback
+    assert f"line 3: refused: invalid fields: {name}:" in result.stderr
+    assert result.stdout.strip() == "imported 4, skipped 0, refused 1"
+    with app.app_context():
+        names = set(db.session.execute(select(Identity.display_name)).scalars())
+    assert names == {f"Identity {number}" for number in (0, 1, 3, 4)}
+
+
 def test_a_line_that_is_not_json_is_refused_and_blank_lines_are_ignored(app, tmp_path):
     source = tmp_path / "broken.jsonl"
     source.write_bytes(next(export_lines(1)) + b"\n{not json\n[1, 2]\n")

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from identity.storage.database import db
+from tests.conftest import make_app
 from tests.live import BIN, ROOT, LiveServer, flask_cli, free_port
 from tests.pasted import DOCS, Shell, blocks, project_folder
 from tests.receiver import Receiver
@@ -327,3 +328,66 @@ def test_restore_on_postgresql_points_to_pg_restore_and_the_sequence_step(databa
     result = run_flask(database_url, "restore", str(tmp_path / "identity.dump"))
     assert result.returncode == 1
     assert "pg_restore" in result.stderr and "docs/backup.md" in result.stderr and "sequence" in result.stderr
+
+
+def head_revision(database):
+    with sqlite3.connect(database) as connection:
+        return connection.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+
+
+@pytest.mark.sqlite_only
+def test_restore_refuses_a_hollow_file_labelled_with_the_current_revision_and_readyz_stays_true(
+    app, database_url, admin_key, tmp_path
+):
+    database = Path(database_url.removeprefix("sqlite:///"))
+    hollow = tmp_path / "hollow.db"
+    with sqlite3.connect(hollow) as connection:  # three tables and the label: what a forger or a wrong file gives
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+        connection.execute("INSERT INTO alembic_version VALUES (?)", (head_revision(database),))
+        connection.execute("CREATE TABLE identity_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, identity_id TEXT)")
+        connection.execute("CREATE TABLE identities (identity_id TEXT)")
+    connection.close()
+    let_go(app)
+    before = database.read_bytes()
+    folder = sorted(path.name for path in database.parent.iterdir())
+
+    result = run_flask(database_url, "restore", str(hollow))
+
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "lacks what that revision has" in result.stderr and "restore a file that `flask backup` wrote" in result.stderr
+    for missing in ("users", "api_keys", "webhooks", "identities.display_name", "identity_changes.kind"):
+        assert missing in result.stderr
+    assert database.read_bytes() == before
+    assert sorted(path.name for path in database.parent.iterdir()) == folder
+    served = make_app(database_url).test_client()
+    assert served.get("/readyz").status_code == 200
+    assert served.get("/identities", headers={"x-api-key": admin_key}).status_code == 200
+
+
+@pytest.mark.sqlite_only
+def test_restore_refuses_a_backup_whose_foreign_keys_point_at_no_row(app, database_url, backed_up):
+    with sqlite3.connect(backed_up) as connection:  # foreign keys off, as sqlite3 opens it: the user goes, its keys stay
+        connection.execute("DELETE FROM users")
+    connection.close()
+    database = Path(database_url.removeprefix("sqlite:///"))
+    before = database.read_bytes()
+    result = run_flask(database_url, "restore", str(backed_up))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "failed its foreign key check" in result.stderr and "api_keys" in result.stderr
+    assert database.read_bytes() == before
+
+
+@pytest.mark.sqlite_only
+def test_the_restored_file_keeps_the_replaced_databases_owner_and_mode(database_url, backed_up):
+    database = Path(database_url.removeprefix("sqlite:///"))
+    os.chmod(database, 0o640)
+    owner = (4321, 4321) if os.geteuid() == 0 else (database.stat().st_uid, database.stat().st_gid)
+    os.chown(database, *owner)
+    result = run_flask(database_url, "restore", str(backed_up))
+    assert result.returncode == 0, result.stderr
+    restored = database.stat()
+    assert oct(restored.st_mode & 0o7777) == oct(0o640)
+    assert (restored.st_uid, restored.st_gid) == owner
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT count(*) FROM identities").fetchone() == (1,)
+    connection.close()

@@ -68,7 +68,8 @@ def test_import_refuses_a_signature_that_is_not_the_creators_by_its_line_number(
     assert result.exit_code == 1
     assert result.stdout.strip().splitlines()[-1] == "imported 1, skipped 0, refused 2"
     assert f"line 2: refused: creator_signature is not the creator's: it recovers to {address_of(OTHER_KEY)}" in result.stderr
-    assert "line 3: refused: invalid fields: creator_signature" in result.stderr
+    # Any bytes may be a contract wallet's signature: these are refused as no ordinary wallet's, with no chain named.
+    assert "line 3: refused: creator_signature is not a valid signature: The signature has 2 characters" in result.stderr
     with other.app_context():
         db.engine.dispose()
 

@@ -50,8 +50,8 @@ def import_lines(app, lines):
     assert result.exit_code == 0, result.output
 
 
-def snapshot(app, path):
-    result = app.test_cli_runner().invoke(args=["identities", "snapshot", str(path)])
+def snapshot(app, path, *options):
+    result = app.test_cli_runner().invoke(args=["identities", "snapshot", str(path), *options])
     assert result.exit_code == 0, result.output
     return result.stdout.strip()
 
@@ -104,7 +104,7 @@ def test_a_snapshot_replaces_an_earlier_file_only_when_complete(app, tmp_path, r
     path = tmp_path / "out" / "identities.car"
     path.write_bytes(b"an older snapshot")
     import_lines(app, export_lines(3))
-    root = snapshot(app, path)
+    root = snapshot(app, path, "--overwrite")
     assert read_car(path)["roots"] == [root]
     assert [p.name for p in path.parent.iterdir()] == ["identities.car"]
 

@@ -27,7 +27,7 @@ def test_a_stream_brings_the_feed_head_then_the_entries():
     with LyingUpstream([entry(1, doc(1)), entry(2, doc(2))]) as upstream:
         reads = list(Upstream(upstream.url, KEY).events(0))
     assert reads[0] == ([], 2, 0)
-    assert [each["seq"] for entries, _, _ in reads[1:] for each in entries] == [1, 2]
+    assert [seq for entries, _, _ in reads[1:] for seq, _ in entries] == [1, 2]
     assert upstream.requests[0]["key"] == KEY
 
 

@@ -9,12 +9,13 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, update
 
 from identity import seed
 from identity.core import keys
 from identity.feed import live
 from identity.storage.database import db
+from identity.storage.models import ApiKey
 from tests.conftest import ADMIN_WALLET, make_app
 
 EVENT_STREAM = "text/event-stream"
@@ -50,7 +51,7 @@ def wait_for_holder(app, key_id):
     """Block until the hub counts a stream or long poll of `key_id` (it is then waiting or about to)."""
     hub = app.extensions[live.EXTENSION]
     deadline = time.monotonic() + PUSHED_WITHIN
-    while hub.holders.get(key_id, 0) == 0:
+    while not any(holder[0] == key_id for holder in list(hub.holders)):
         assert time.monotonic() < deadline, "the long poll never started waiting"
         time.sleep(0.01)
 
@@ -390,3 +391,40 @@ def test_a_read_only_keys_long_poll_ends_when_the_key_is_revoked_and_the_key_che
     hub = app.extensions[live.EXTENSION]
     assert all(thread.is_alive() for thread in hub.threads)
     assert not [record for record in caplog.records if "request context" in record.getMessage()]
+
+
+def narrow(app, wallet, key_id, change):
+    """Take from the key `key_id` of `wallet` what its stream was opened with."""
+    with app.app_context():
+        if change == "demoted":
+            keys.issue_key(wallet, "User")  # a known wallet's key issued with a role: the user's new role
+        else:  # no route narrows a key's scope; the stream must follow the row all the same
+            db.session.execute(update(ApiKey).where(ApiKey.id == key_id).values(scope="read"))
+            db.session.commit()
+
+
+@pytest.mark.parametrize("app_config", [{"IDENTITY_KEY_CACHE_SECONDS": 1}])
+@pytest.mark.parametrize("change", ["demoted", "scope narrowed"])
+def test_a_stream_ends_when_its_keys_user_loses_the_admin_role_or_its_scope_narrows(app, client, issue_key, change):
+    key = issue_key(ADMIN_WALLET, "Admin")
+    response = client.get("/changes?feed=eventsource&heartbeat=1000", headers=headers_of(key), buffered=False)
+    assert next(iter(response.response)) == b": ok\n"
+    narrow(app, ADMIN_WALLET, key_id_of(app, key), change)
+    read_until_the_end(response, PUSHED_WITHIN)
+
+
+@pytest.mark.parametrize("app_config", [{"IDENTITY_KEY_CACHE_SECONDS": 1}])
+@pytest.mark.parametrize("change", ["demoted", "scope narrowed"])
+def test_a_long_poll_answers_when_its_keys_user_loses_the_admin_role_or_its_scope_narrows(app, client, issue_key,
+                                                                                         change):
+    key = issue_key(ADMIN_WALLET, "Admin")
+    answered = []
+    poller = threading.Thread(target=lambda: answered.append(
+        client.get("/changes?feed=longpoll&timeout=60000", headers=headers_of(key))))
+    started = time.monotonic()
+    poller.start()
+    wait_for_holder(app, key_id_of(app, key))
+    narrow(app, ADMIN_WALLET, key_id_of(app, key), change)
+    poller.join(PUSHED_WITHIN * 2)
+    assert answered and answered[0].status_code == 200 and answered[0].json["data"] == []
+    assert time.monotonic() - started < PUSHED_WITHIN * 2  # not the long poll's 60 s

@@ -17,6 +17,7 @@ import pytest
 import requests
 from httpx_sse import connect_sse
 
+from identity import seed
 from identity.core import keys
 from identity.storage.database import db
 from tests.conftest import make_app
@@ -217,6 +218,60 @@ def test_a_revoked_keys_stream_ends_within_the_key_cache_time(database_url, admi
         assert again.status_code == 401
     finally:
         server.stop()
+
+
+def read_lines(stream):
+    """A thread that reads `stream`'s lines into a list, each with when it came; `.ended` is when the stream
+    ended (None while it is open, or when the read timed out: `.error` says so)."""
+    reader = threading.Thread(daemon=True)
+    reader.lines, reader.ended, reader.error = [], None, None
+
+    def read():
+        try:
+            for line in stream.iter_lines(decode_unicode=True):
+                reader.lines.append((time.monotonic(), line))
+            reader.ended = time.monotonic()
+        except requests.RequestException as error:
+            reader.error = error
+
+    reader.run = read
+    reader.start()
+    return reader
+
+
+def test_a_demoted_admins_stream_ends_within_the_key_cache_time_and_sends_nothing_of_the_admin_view(
+    database_url, admin_key
+):
+    wallet = "0x" + "0" * 39 + "1"
+    key = issue_keys(database_url, 1)[0]  # an Admin's
+    app = make_app(database_url)
+    server = LiveServer(database_url, workers=1, env={"IDENTITY_KEY_CACHE_SECONDS": "2"}).start()
+    try:
+        # A read timeout far below the heartbeat (60 s): a stream left open fails the test, not hangs it.
+        stream = requests.get(f"{server.url}/changes?feed=eventsource&heartbeat=60000", headers={"x-api-key": key},
+                              stream=True, timeout=(10, 20))
+        reader = read_lines(stream)
+        demoting = time.monotonic()
+        flask_cli(database_url, "keys", "create", "--wallet", wallet, "--role", "User")
+        demoted = time.monotonic()
+        # Past the key cache time (2 s) and the check's interval (1 s): what commits now is for a User's eyes.
+        time.sleep(2 + 1 + 1)
+        secret = "taken down after the demotion"
+        taken_down = seed.create_identity(app, secret)["identity_id"]
+        seed.set_status(app, taken_down, "removed")
+        reader.join(30)
+        assert reader.error is None and reader.ended is not None, "the demoted Admin's stream stayed open"
+        assert reader.ended - demoting < 30  # the CLI's start-up counts here, far from the heartbeat's 60 s
+        assert all(secret not in line and taken_down not in line for at, line in reader.lines if at >= demoted)
+        # The client reconnects with the same key and gets what a User may read: the take-down redacted.
+        with requests.get(f"{server.url}/changes?feed=eventsource&after=0", headers={"x-api-key": key},
+                          stream=True, timeout=30) as again:
+            entry = first_event(again.iter_lines(decode_unicode=True), taken_down)
+        assert "fields" not in entry and secret not in json.dumps(entry)
+    finally:
+        server.stop()
+        with app.app_context():
+            db.engine.dispose()
 
 
 @pytest.mark.postgresql_only

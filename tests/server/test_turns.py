@@ -1,4 +1,4 @@
-"""A gevent worker's requests take the CPU one at a time, in the order they were read (identity/turns.py).
+"""A gevent worker's requests take the CPU one at a time, in the order they were read (identity/server/fairness.py).
 
 Each greenlet here stands for a connection's greenlet in gunicorn's gevent worker, which calls
 Turns.take() from gunicorn.conf.py's pre_request once it has read a request; a real gevent loop

@@ -41,7 +41,8 @@ def log_lines(text):
 def test_a_keys_first_read_answers_within_a_second_while_another_process_holds_the_write_lock(database_path, tmp_path):
     database_url = f"sqlite:///{database_path}"
     admin, reader = issue(database_url, ADMIN_WALLET, "Admin"), issue(database_url, USER_WALLET, "User")
-    server = LiveServer(database_url, workers=None, output_dir=tmp_path).start()
+    env = {"IDENTITY_KEY_USE_INTERVAL": "1"}
+    server = LiveServer(database_url, workers=None, env=env, output_dir=tmp_path).start()
     locker = None
     try:
         created = requests.post(
@@ -50,11 +51,12 @@ def test_a_keys_first_read_answers_within_a_second_while_another_process_holds_t
         assert created.status_code == 201
         locker = hold_the_write_lock(database_path)
         started = time.monotonic()
-        # The reader's key has never been used: its last_login is due, and cannot be written now.
+        # The reader's key has never been used: its use is noted, and cannot be written now.
         response = requests.get(
             f"{server.url}/identity/{created.json()['identity_id']}", headers={"x-api-key": reader}, timeout=15
         )
         elapsed = time.monotonic() - started
+        time.sleep(2.5)  # the writer of the keys' uses tries (every second here), and finds the lock taken
     finally:
         if locker:
             locker.kill()
@@ -63,7 +65,7 @@ def test_a_keys_first_read_answers_within_a_second_while_another_process_holds_t
     assert response.status_code == 200
     assert elapsed < 1.0
     warnings = [line for line in log_lines(server.stderr()) if line["level"] == "WARNING"]
-    assert any("last_login" in line["message"] and "locked" in line["message"] for line in warnings), warnings
+    assert any("last_used_at" in line["message"] and "locked" in line["message"] for line in warnings), warnings
 
 
 def test_a_create_waiting_for_the_write_lock_leaves_its_worker_answering_reads(database_path, tmp_path):
@@ -116,13 +118,14 @@ def test_on_a_read_only_database_reads_answer_200_creates_503_and_readyz_says_wh
     finally:
         server.stop()
     read_only_url = f"sqlite:///file:{database_path}?mode=ro&uri=true"
-    server = LiveServer(read_only_url, workers=None, env={"IDENTITY_LAST_LOGIN_INTERVAL": "0"}, output_dir=tmp_path)
+    server = LiveServer(read_only_url, workers=None, env={"IDENTITY_KEY_USE_INTERVAL": "1"}, output_dir=tmp_path)
     server.launch()
     try:
         ready = wait_for_an_answer(server.url + "/readyz")
         headers = {"x-api-key": key}
         reads = [requests.get(f"{server.url}/identity/{identity_id}", headers=headers, timeout=10) for _ in range(3)]
         create = requests.post(server.url + "/identity", json={"display_name": "Refused"}, headers=headers, timeout=10)
+        time.sleep(1.5)  # the writer of the keys' uses tries (every second here)
     finally:
         server.stop()
     assert ready.status_code == 503
@@ -133,7 +136,7 @@ def test_on_a_read_only_database_reads_answer_200_creates_503_and_readyz_says_wh
     assert create.headers["Content-Type"] == "application/problem+json" and int(create.headers["Retry-After"]) > 0
     messages = [line["message"] for line in log_lines(server.stderr()) if line["level"] == "WARNING"]
     assert any(message.startswith("database unavailable: read-only") for message in messages), messages
-    assert any("last_login" in message and "read-only" in message for message in messages), messages
+    assert any("last_used_at" in message and "read-only" in message for message in messages), messages
 
 
 def wait_for_an_answer(url, timeout=30):
@@ -241,7 +244,7 @@ def test_on_a_full_disk_reads_answer_200_creates_503_and_readyz_says_why(databas
     database.write_bytes(database_path.read_bytes())
     database_url = f"sqlite:///{database}"
     key = issue(database_url, ADMIN_WALLET, "Admin")
-    server = LiveServer(database_url, workers=None, env={"IDENTITY_LAST_LOGIN_INTERVAL": "0"}, output_dir=tmp_path)
+    server = LiveServer(database_url, workers=None, env={"IDENTITY_KEY_USE_INTERVAL": "1"}, output_dir=tmp_path)
     server.start()
     try:
         headers = {"x-api-key": key}
@@ -254,6 +257,7 @@ def test_on_a_full_disk_reads_answer_200_creates_503_and_readyz_says_why(databas
         ]
         read = requests.get(f"{server.url}/identity/{kept.json()['identity_id']}", headers=headers, timeout=10)
         ready = requests.get(server.url + "/readyz", timeout=10)
+        time.sleep(1.5)  # the writer of the keys' uses tries (every second here)
     finally:
         server.stop()
     statuses = [create.status_code for create in creates]
@@ -265,4 +269,4 @@ def test_on_a_full_disk_reads_answer_200_creates_503_and_readyz_says_why(databas
     assert ready.status_code == 503 and "disk is full" in ready.json()["detail"]
     messages = [line["message"] for line in log_lines(server.stderr()) if line["level"] == "WARNING"]
     assert any(message.startswith("database unavailable: disk full") for message in messages), messages
-    assert any("last_login" in message and "disk full" in message for message in messages), messages
+    assert any("last_used_at" in message and "disk full" in message for message in messages), messages

@@ -7,7 +7,6 @@ from flask_migrate import downgrade, upgrade
 from sqlalchemy import column, insert, table
 
 from identity.storage.database import db
-from identity.storage.models import User
 from tests.conftest import USER_WALLET, make_app
 
 OLD_KEY = "idsk_" + "k" * 43
@@ -19,7 +18,7 @@ def test_a_key_issued_before_the_migration_keeps_working_as_a_write_key_without_
     with app.app_context():
         upgrade(revision="0003")
         user = {"id": "u1", "wallet": USER_WALLET, "role": "User", "created_at": AT, "updated_at": AT}
-        db.session.execute(insert(User.__table__), [user])
+        db.session.execute(insert(table("users", *(column(name) for name in user))).values(user))
         key_hash = hashlib.sha256(OLD_KEY.encode()).hexdigest()
         old_key = {"id": "5d1c2b3a-0e4f-4a6b-8c7d-9e0f1a2b3c4d", "user_id": "u1", "key_hash": key_hash, "hint": OLD_KEY[:9], "created_at": AT}
         # The table as 0003 left it: the model's new columns (and their defaults) do not exist yet.

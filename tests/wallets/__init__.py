@@ -1,7 +1,8 @@
 """ethers, run by node: a wallet written by others that signs and verifies for the tests; and the EIP-4361
-message a wallet signs to sign in.
+message a wallet signs to sign in. (The same package holds viem, anvil, Safe's contracts and solc, which
+tests/contract_wallets runs through chain.mjs.)
 
-package.json and package-lock.json pin ethers exactly; `npm ci` installs it into node_modules once,
+package.json and package-lock.json pin them exactly; `npm ci` installs it into node_modules once,
 reused while the lock is unchanged. sign.mjs takes a batch of requests per run, so a test module
 starts node once or twice, not once a signature.
 """
@@ -22,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def install():
-    """Install the pinned ethers unless this lock's install is there; skip the test without node and npm."""
+    """Install the pinned packages unless this lock's install is there; skip the test without node and npm."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         pytest.skip("node and npm are missing: install Debian's nodejs and npm (.ci/run does)")

@@ -1,11 +1,13 @@
 """HTTP caching of an identity (ETag, If-None-Match, Cache-Control) and headers every response carries."""
 
 import hashlib
+import json
 from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import update
 
+from identity.core import key_use, keys
 from identity.storage.database import db
 from identity.storage.models import User
 from tests.conftest import USER_WALLET
@@ -115,3 +117,60 @@ def test_every_response_says_nosniff_and_carries_a_request_id(failing_app, issue
     assert len(set(request_ids)) == len(responses)
     for response in responses:
         assert response.headers["X-Content-Type-Options"] == "nosniff", response.status
+
+
+def test_a_conditional_get_stays_304_while_the_creator_uses_its_key(app, client, user_key, identity_id):
+    etag = get(client, user_key, identity_id).headers["ETag"]
+    # The creator (user_key's wallet) uses its key for reads and a create, and the uses are recorded.
+    assert client.get("/me", headers={"x-api-key": user_key}).status_code == 200
+    assert client.post("/identity", json={"display_name": "Another"}, headers={"x-api-key": user_key}).status_code == 201
+    with app.app_context():
+        assert key_use.write_noted()
+    again = get(client, user_key, identity_id, **{"If-None-Match": etag})
+    assert again.status_code == 304 and again.headers["ETag"] == etag
+
+
+def test_a_conditional_get_is_200_once_the_creator_changes(app, client, user_key, identity_id):
+    etag = get(client, user_key, identity_id).headers["ETag"]
+    with app.app_context():
+        keys.issue_key(USER_WALLET, "Admin")  # the creator's role changes, and with it the body
+    after = get(client, user_key, identity_id, **{"If-None-Match": etag})
+    assert after.status_code == 200 and after.get_json()["creator"]["role"] == "Admin"
+    assert after.headers["ETag"] == f'"{hashlib.sha1(after.data).hexdigest()}"' != etag
+
+
+def test_a_patch_answers_the_etag_that_get_then_serves(client, user_key, admin_key, identity_id):
+    before = get(client, user_key, identity_id).headers["ETag"]
+    patched = client.patch(f"/identity/{identity_id}", json={"num_positions": 3},
+                           headers={"x-api-key": admin_key, "If-Match": before})
+    assert patched.status_code == 200
+    assert patched.headers["ETag"] == f'"{hashlib.sha1(patched.data).hexdigest()}"' != before
+    fetched = get(client, user_key, identity_id, **{"If-None-Match": patched.headers["ETag"]})
+    assert fetched.status_code == 304
+    again = client.patch(f"/identity/{identity_id}", json={"num_positions": 4},
+                         headers={"x-api-key": admin_key, "If-Match": patched.headers["ETag"]})
+    assert again.status_code == 200
+
+
+def test_the_documents_etag_examples_are_what_each_route_compares(client):
+    document = client.get("/openapi.json").get_json()
+    paths = document["paths"]
+
+    def header(operation, name):
+        [found] = [p for p in operation["parameters"] if p["in"] == "header" and p["name"] == name]
+        return found["example"]
+
+    get_identity, patch = paths["/identity/{identity_id}"]["get"], paths["/identity/{identity_id}"]["patch"]
+    example = get_identity["responses"]["200"]["content"]["application/json"]["example"]
+    # The quoted hash of the example body's exact bytes, as GET serves them (compact JSON, in schema order).
+    body_tag = '"{}"'.format(hashlib.sha1(
+        json.dumps(example, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest())
+    assert header(get_identity, "If-None-Match") == body_tag
+    assert header(patch, "If-Match") == body_tag
+    assert get_identity["responses"]["200"]["headers"]["ETag"]["example"] == body_tag
+    assert patch["responses"]["200"]["headers"]["ETag"]["example"] == body_tag
+
+    content = paths["/identity/{identity_id}/content"]["get"]
+    content_id = example["identity_id"].rsplit(":", 1)[1]
+    assert header(content, "If-None-Match") == f'"{content_id}"'
+    assert content["responses"]["200"]["headers"]["ETag"]["example"] == f'"{content_id}"'

@@ -1,4 +1,4 @@
-"""Rate limits per API key: reads and creates have budgets, named by the key's id."""
+"""Rate limits per API key: reads and writes have budgets, named by the key's id."""
 
 import http.client
 import os
@@ -49,6 +49,22 @@ def test_seven_creates_with_a_limit_of_five_a_minute_give_two_429s(client, user_
     assert [r.status_code for r in responses] == [201] * 5 + [429] * 2
     for response in responses[5:]:
         assert_refused_for_rate(response, "5/minute")
+
+
+def test_previews_keys_webhooks_and_mirrors_spend_the_write_budget_and_the_429_names_it(client, admin_key):
+    headers = {"x-api-key": admin_key}
+    spent = [
+        client.post("/identity/preview", json={"display_name": "Previewed"}, headers=headers),
+        client.post("/keys", json={"wallet": OTHER_WALLET}, headers=headers),
+        client.post("/webhooks", json={"url": "https://hooks.example.com/budget"}, headers=headers),
+        client.post("/mirrors", json={"url": "https://upstream.example.org", "key": "idsk_x"}, headers=headers),
+        client.post("/identity", json={"display_name": "Created"}, headers=headers),
+    ]
+    assert [r.status_code for r in spent] == [200, 201, 201, 201, 201]
+    refused = client.post("/identity/preview", json={"display_name": "One too many"}, headers=headers)
+    assert_refused_for_rate(refused, "5/minute")
+    detail = refused.get_json()["detail"]
+    assert "Too many writes" in detail and "the write budget, IDENTITY_RATELIMIT_CREATE" in detail
 
 
 def test_allowed_requests_say_how_much_is_left(client, user_key):
@@ -224,8 +240,7 @@ def test_the_workers_of_one_server_share_a_keys_budget(database_path, issue_key)
         answers = []  # (status, X-RateLimit-Remaining, worker pid), the workers taking turns
         for turn in range(32):
             pid = (first, second)[turn % 2]
-            # One busy client on each worker: the workers are balanced, and neither asks it to reconnect
-            # elsewhere (identity/balance.py); the others stay idle.
+            # One busy client on each worker, the workers taking turns; the others stay idle.
             connection = held[pid][0]
             connection.request("GET", "/identity/x", headers={"x-api-key": key})
             response = connection.getresponse()

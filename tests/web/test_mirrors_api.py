@@ -9,7 +9,7 @@ from tests.mirroring import doc, entry
 
 UPSTREAM_KEY = "idsk_the-upstreams-own-key-never-shown"
 SHOWN = {"id", "name", "url", "active", "position", "upstream_head", "lag_entries", "lag_seconds", "applied",
-         "already_present", "rejected", "last_error", "last_error_at", "created_at", "updated_at"}
+         "already_present", "rejected", "last_error", "last_error_at", "failing", "created_at", "updated_at"}
 
 
 def register(client, admin_key, **body):

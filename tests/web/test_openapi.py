@@ -40,6 +40,7 @@ CONTRACT_STATUSES = {
     ("/mirrors/{mirror_id}", "get"): {200, 401, 403, 404, 429, 503},
     ("/mirrors/{mirror_id}", "patch"): {200, 400, 401, 403, 404, 413, 415, 422, 429, 503},
     ("/mirrors/{mirror_id}", "delete"): {204, 401, 403, 404, 429, 503},
+    ("/audit", "get"): {200, 400, 401, 403, 429, 503},
     ("/healthz", "get"): {200},
     ("/readyz", "get"): {200, 503},
     ("/me", "get"): {200, 401, 429, 503},
@@ -51,9 +52,10 @@ CONTRACT_STATUSES = {
     ("/keys/{key_id}/rotate", "post"): {201, 400, 401, 403, 404, 409, 413, 415, 422, 429, 503},
     ("/keys/{key_id}", "delete"): {204, 401, 403, 404, 429, 503},
     ("/users/{wallet}", "get"): {200, 401, 404, 429, 503},
+    ("/users/{wallet}", "patch"): {200, 400, 401, 403, 404, 413, 415, 422, 429, 503},
     ("/identity/preview", "post"): {200, 400, 401, 403, 413, 415, 422, 429, 503},
     ("/auth/nonce", "get"): {200, 404, 429, 503},
-    ("/auth/siwe", "post"): {201, 400, 401, 404, 413, 415, 422, 429, 503},
+    ("/auth/siwe", "post"): {201, 400, 401, 403, 404, 413, 415, 422, 429, 503},
 }
 BIGINT_FIELDS = (
     "vault_id", "assets_sum", "conviction_sum", "conviction_price", "user_conviction", "user_conviction_value",
@@ -207,6 +209,25 @@ def test_every_error_response_has_a_problem_example_of_its_own_status(document):
                 example = response["content"][PROBLEM]["example"]
                 assert problem.is_valid(example), (path, code)
                 assert example["status"] == int(code)
+
+
+# A signature that fits the document's pattern but that no wallet can have made: r is 0.
+R_ZERO = "0x" + "00" * 32 + "11" * 32 + "1b"
+
+
+@pytest.mark.parametrize("path", ["/identity/preview", "/identity"])
+def test_a_signature_whose_r_is_0_gets_the_422_its_operation_documents(client, admin_key, document, path):
+    answer = client.post(path, json={"display_name": "Signed?", "signature": R_ZERO}, headers={"x-api-key": admin_key})
+    assert answer.status_code == 422 and answer.mimetype == PROBLEM
+    assert list(answer.get_json()["errors"]) == ["signature"] and "r is 0" in answer.get_json()["errors"]["signature"][0]
+    operation = document["paths"][path]["post"]
+    documented = operation["responses"]["422"]
+    assert "signature" in documented["description"] and "no wallet" in documented["description"]
+    assert validator(document, "Problem").is_valid(answer.get_json())
+    # The request itself is one the document calls valid: a body that fits the operation's schema.
+    body_schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    fits = jsonschema_rs.validator_for({**body_schema, "components": document["components"]})
+    assert fits.is_valid({"display_name": "Signed?", "signature": R_ZERO})
 
 
 def test_example_request_is_accepted_by_the_service(client, admin_key, document):

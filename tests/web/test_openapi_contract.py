@@ -29,6 +29,7 @@ OPERATION_IDS = {
     ("/keys/{key_id}/rotate", "post"): "rotateKey",
     ("/keys/{key_id}", "delete"): "revokeKey",
     ("/users/{wallet}", "get"): "getUser",
+    ("/users/{wallet}", "patch"): "setUserGrant",
     ("/webhooks", "post"): "createWebhook",
     ("/webhooks", "get"): "listWebhooks",
     ("/webhooks/{webhook_id}", "get"): "getWebhook",
@@ -43,6 +44,7 @@ OPERATION_IDS = {
     ("/mirrors/{mirror_id}", "get"): "getMirror",
     ("/mirrors/{mirror_id}", "patch"): "updateMirror",
     ("/mirrors/{mirror_id}", "delete"): "deleteMirror",
+    ("/audit", "get"): "listAudit",
 }
 MAX_SAFE_INTEGER = 2**53 - 1
 # EIP-55's own test vector: mixed case, valid checksum.

@@ -1,4 +1,4 @@
-"""GET /identity/<id> makes an identity's body once for each state of its row (identity.web.representation).
+"""GET /identity/<id> makes an identity's body once for each state of its row (identity.web.identities).
 
 What must hold whatever the cache holds: the answer is the identity as it is now, and the body made
 from the row is the one the schema writes.

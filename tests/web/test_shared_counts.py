@@ -1,4 +1,4 @@
-"""Rate-limit counts in a mapped file, shared by processes (identity/shared_counts.py)."""
+"""Rate-limit counts in a mapped file, shared by processes (identity/web/shared_counts.py)."""
 
 import multiprocessing
 import os

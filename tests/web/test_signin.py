@@ -2,13 +2,12 @@
 messages signed by an independent wallet (ethers, run by node), on SQLite and on PostgreSQL."""
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import update
 
-from identity.storage.database import db
-from identity.storage.models import SigninNonce
+from identity.config import settings_from_env
 from tests.conftest import make_app
 from tests.wallets import address_of, private_key, sign_messages, siwe_message
 
@@ -64,7 +63,7 @@ def test_the_nonce_answer_names_the_domain_and_uri_and_is_not_stored_by_caches(c
     body = response.get_json()
     assert set(body) == {"nonce", "expires_at", "domain", "uri"}
     assert (body["domain"], body["uri"]) == (DOMAIN, f"https://{DOMAIN}")
-    assert len(body["nonce"]) == 20 and body["nonce"].isalnum()
+    assert len(body["nonce"]) >= 20 and body["nonce"].isascii() and body["nonce"].isalnum()
     assert near(body["expires_at"], datetime.now(UTC) + timedelta(seconds=600))
     assert response.headers["Cache-Control"] == "no-store"
 
@@ -159,14 +158,36 @@ def test_a_body_that_is_not_json_is_400_and_not_sent_as_json_415(client):
 
 # --- checks 2 to 6 (401), and what each spends ---------------------------------------------------------
 
-def test_a_message_for_another_domain_is_refused_and_its_nonce_is_not_spent(client):
+def refused_then_spent(client, nonce, first, check):
+    """`first` (a message naming `nonce`) refused at `check`; then the same nonce in a message that passes every
+    other check, refused at check 4: the refusal spent it. Returns the first refusal's detail."""
+    retried = siwe_message(DOMAIN, WALLET, nonce)
+    first_signature, retried_signature = sign_messages([(KEY, first), (KEY, retried)])
+    detail = refused(sign_in(client, first, first_signature), check)
+    assert "used it already" in refused(sign_in(client, retried, retried_signature), 4)
+    return detail
+
+
+def test_a_message_for_another_domain_is_refused_and_its_nonce_spent(client):
     nonce = new_nonce(client)
-    elsewhere = siwe_message("evil.example.net", WALLET, nonce)
-    here = siwe_message(DOMAIN, WALLET, nonce)
-    elsewhere_signature, here_signature = sign_messages([(KEY, elsewhere), (KEY, here)])
-    detail = refused(sign_in(client, elsewhere, elsewhere_signature), 2)
+    detail = refused_then_spent(client, nonce, siwe_message("evil.example.net", WALLET, nonce), 2)
     assert "evil.example.net" in detail and DOMAIN in detail
-    assert sign_in(client, here, here_signature).status_code == 201
+
+
+@pytest.mark.parametrize("uri", ["https://evil.example/steal", "http://identity.example.com",
+                                 "https://identity.example.com:8443/", "https://identity.example.com.evil.example/",
+                                 "https://user@evil.example/", "urn:uuid:7f9d2a4e-0f8e-4b1a-9c3d-2e5f6a7b8c9d"])
+def test_a_message_whose_uri_is_another_origin_is_refused_at_check_2_and_its_nonce_spent(client, uri):
+    nonce = new_nonce(client)
+    detail = refused_then_spent(client, nonce, siwe_message(DOMAIN, WALLET, nonce, uri=uri), 2)
+    assert uri in detail and f"https://{DOMAIN}" in detail
+
+
+@pytest.mark.parametrize("uri", ["https://identity.example.com", "https://identity.example.com/",
+                                 "https://IDENTITY.example.com:443/auth/siwe?from=app#top"])
+def test_a_uri_at_the_origin_of_identity_siwe_uri_is_accepted_whatever_its_path(client, uri):
+    message, signature = signed(client, uri=uri)
+    assert sign_in(client, message, signature).status_code == 201
 
 
 def test_a_message_naming_another_scheme_is_refused_at_the_domain_check(client):
@@ -183,6 +204,25 @@ def test_a_chain_outside_identity_siwe_chain_ids_is_refused(app, client):
     assert sign_in(client, accepted, accepted_signature).status_code == 201
 
 
+def test_a_refusal_for_the_chain_spends_the_nonce(app, client):
+    app.config["IDENTITY_SIWE_CHAIN_IDS"] = (1,)
+    nonce = new_nonce(client)
+    refused_then_spent(client, nonce, siwe_message(DOMAIN, WALLET, nonce, chain_id=5), 3)
+
+
+def test_a_refusal_for_a_future_not_before_spends_the_nonce(client):
+    nonce = new_nonce(client)
+    early = siwe_message(DOMAIN, WALLET, nonce, not_before=datetime.now(UTC) + timedelta(minutes=5))
+    refused_then_spent(client, nonce, early, 5)
+
+
+def test_a_refusal_for_another_wallet_s_signature_spends_the_nonce(client):
+    nonce = new_nonce(client)
+    message = siwe_message(DOMAIN, WALLET, nonce)
+    refused(sign_in(client, message, sign_messages([(OTHER_KEY, message)])[0]), 6)
+    assert "used it already" in refused(sign_in(client, message, sign_messages([(KEY, message)])[0]), 4)
+
+
 def test_a_used_nonce_is_refused(client):
     message, signature = signed(client)
     assert sign_in(client, message, signature).status_code == 201
@@ -195,10 +235,9 @@ def test_a_nonce_this_service_never_issued_is_refused(client):
 
 
 def test_an_expired_nonce_is_refused(app, client):
+    app.config["IDENTITY_SIWE_NONCE_SECONDS"] = 1
     message, signature = signed(client)
-    with app.app_context():
-        db.session.execute(update(SigninNonce).values(expires_at=datetime.now(UTC) - timedelta(seconds=1)))
-        db.session.commit()
+    time.sleep(1.1)
     assert "expired" in refused(sign_in(client, message, signature), 4)
 
 
@@ -223,10 +262,11 @@ def test_issued_at_more_than_five_minutes_ahead_is_refused(client):
     assert "Issued At" in refused(sign_in(client, message, signature), 5)
 
 
-def test_a_signature_by_another_wallet_is_refused_saying_contract_wallets_are_not_supported(client):
+def test_a_signature_by_another_wallet_is_refused_naming_the_chain_and_the_setting_without_an_endpoint(client):
     message = siwe_message(DOMAIN, WALLET, new_nonce(client))
     detail = refused(sign_in(client, message, sign_messages([(OTHER_KEY, message)])[0]), 6)
     assert "another wallet" in detail and "EIP-1271" in detail
+    assert "chain 1" in detail and "IDENTITY_ETH_RPC_URLS" in detail
 
 
 def test_a_truncated_signature_is_refused_and_its_nonce_spent(client):
@@ -275,3 +315,11 @@ def test_both_routes_are_404_naming_the_setting_until_the_domain_is_set(database
     assert response.status_code == 404
     assert "IDENTITY_SIWE_DOMAIN" in response.get_json()["detail"]
     assert "X-RateLimit-Limit" not in response.headers
+
+
+@pytest.mark.parametrize("uri", ["urn:uuid:7f9d2a4e-0f8e-4b1a-9c3d-2e5f6a7b8c9d", "https://identity.example.com:port/",
+                                 "identity.example.com"])
+def test_an_identity_siwe_uri_without_an_origin_is_refused_at_start_saying_what_it_must_be(uri):
+    with pytest.raises(ValueError, match="must be an absolute URI with a host, such as https://"):
+        settings_from_env({"IDENTITY_SIWE_DOMAIN": DOMAIN, "IDENTITY_SIWE_URI": uri})
+    assert settings_from_env({"IDENTITY_SIWE_URI": "http://127.0.0.1:8000"})["IDENTITY_SIWE_URI"] == "http://127.0.0.1:8000"

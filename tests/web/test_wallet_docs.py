@@ -1,6 +1,6 @@
 """The code docs/keys.md and docs/curation-and-feed.md show runs as written, against a real server: the browser's
 sign-in and signed create (run by node, its `window.ethereum` an ethers wallet, as a browser's wallet would
-answer), the check of authorship with ethers and with eth-account, and the TypeScript client, which `tsc
+answer), the sign-in in Python with eth-account, the check of authorship with ethers and with eth-account, and the TypeScript client, which `tsc
 --strict` compiles against the types openapi-typescript generates from the live document."""
 
 import json
@@ -89,8 +89,21 @@ def test_the_browser_creates_a_signed_identity_and_ethers_checks_it_as_documente
     assert identity["creator_signature"] and browser_run["signer"] == browser_run["wallet"]
 
 
+def test_the_python_sign_in_gets_a_working_key_of_the_wallet_and_a_read_key_when_asked(server):
+    sign_in_example, _ = blocks(KEYS_DOC, "python")
+    namespace = {}
+    example = sign_in_example.replace(DOCUMENTED_BASE, json.dumps(server.url))
+    exec(compile(example, str(KEYS_DOC), "exec"), namespace)  # noqa: S102 - the documentation's own example
+    key = wallets.private_key("docs python")
+    for scope, expected in ((None, "write"), ("read", "read")):
+        api_key = namespace["sign_in"](key, scope)
+        me = requests.get(f"{server.url}/me", headers={"x-api-key": api_key}, timeout=10).json()
+        assert me["user"]["wallet"] == wallets.address_of(key)
+        assert (me["key"]["created_by"], me["key"]["scope"]) == ("siwe", expected)
+
+
 def test_the_eth_account_check_gives_the_creator_and_none_for_an_unsigned_identity(server, browser_run):
-    [python] = blocks(KEYS_DOC, "python")
+    _, python = blocks(KEYS_DOC, "python")
     namespace = {}
     exec(compile(python, str(KEYS_DOC), "exec"), namespace)  # noqa: S102 - the documentation's own example
     assert namespace["signer_of"](browser_run["identity"]) == browser_run["wallet"]

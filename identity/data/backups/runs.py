@@ -12,6 +12,7 @@ from pathlib import Path
 from flask import current_app
 from sqlalchemy import func, select, update
 
+from ...core import audit
 from ...storage.database import db, one_statement, write_transaction
 from ...storage.models import BackupRun, utcnow
 from . import archive
@@ -56,6 +57,8 @@ def take(kind, run_id=None, holder=None, scheduled_for=None):
         name, manifest = _take(kind, run_id, scheduled_for)
     except (archive.BackupFailed, StoreError) as error:
         failed(run_id, str(error))
+        audit.record_now("database.backup", "backup", None, outcome="failed", detail=str(error)[:500],
+                         after={"kind": kind})
         raise
     except OSError as error:
         failed(run_id, f"the temporary folder failed: {error.strerror or error}")
@@ -76,6 +79,9 @@ def _take(kind, run_id, scheduled_for):
         aborted = store.abort_incomplete(keep=running_names())
         if aborted:
             log.warning("backups: aborted %d upload(s) an earlier run left unfinished", len(aborted))
+        # The audit log's head before the copy: every entry up to it is in the backup. Kept off the machine with
+        # the manifest, it shows any later edit of the log (flask audit verify --expect SEQ:HASH).
+        audit_head = audit.head()
         made = archive.make(db.engine, Path(folder), config.get("IDENTITY_BACKUP_ENCRYPTION_KEY"))
         name = f"identity-{started:%Y%m%dT%H%M%SZ}-{kind}{made.extension}"
         _record(run_id, name=name)
@@ -86,6 +92,7 @@ def _take(kind, run_id, scheduled_for):
             "size": made.size, "version": service_version(), "time": started.isoformat(), "kind": kind,
             "encrypted": made.format.endswith("+age"),
             "scheduled_for": scheduled_for.isoformat() if scheduled_for else None,
+            "audit_head": audit_head,
         }
         problem = check_upload(store, name, made)
         manifest.update(verified=problem is None, verified_at=utcnow().isoformat(), verify_error=problem)
@@ -94,6 +101,8 @@ def _take(kind, run_id, scheduled_for):
         raise archive.BackupFailed(f"{name} was uploaded but does not verify: {problem}; it does not count toward "
                                    "IDENTITY_BACKUP_KEEP.")
     finished(run_id, name, made.size)
+    audit.record_now("database.backup", "backup", name, after={
+        "kind": kind, "size": made.size, "identities": made.identities, "issued_up_to": made.issued_up_to})
     return name, manifest
 
 

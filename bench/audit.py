@@ -1,0 +1,162 @@
+"""`make bench`, the audit log: an Admin write with its entry against the same write without one, and GET /audit
+at 1,000,000 entries against the identities listing at 1,000,000 identities.
+
+1. The write: PATCH /webhooks/<id> (a new description), in-process through the Flask test client on SQLite,
+   BENCH_AUDIT_REPEAT (300) times with its entry and as many without, taking turns; "without" replaces
+   identity.core.audit.record by a function that keeps nothing, for the bench alone. Goal: at most 1.1 times.
+2. The reads: the first page of GET /audit, a page filtered by action, and a page of a time range, against the
+   first page of GET /identities and a creator's page, on one SQLite database holding BENCH_AUDIT_SIZE
+   (1,000,000; BENCH_QUICK=1 or BENCH_SKIP_1M=1 make it 10,000) of each. Goal: no slower than the listing.
+
+The entries are written straight into the table as the append writes them (a chain of real hashes), the
+identities as bench/scale.py writes them.
+"""
+
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.run import SKIP_SCALE  # noqa: E402 - BENCH_QUICK=1 or BENCH_SKIP_1M=1
+from bench.scale import grow  # noqa: E402
+
+SIZE = int(os.environ.get("BENCH_AUDIT_SIZE") or (10_000 if SKIP_SCALE else 1_000_000))
+REPEAT = int(os.environ.get("BENCH_AUDIT_REPEAT") or 300)
+WRITE_GOAL, READ_GOAL = 1.1, 1.0
+SETTINGS = {"IDENTITY_RATELIMIT_READ": "100000000/minute", "IDENTITY_RATELIMIT_CREATE": "100000000/minute",
+            "IDENTITY_METRICS_ENABLED": False}
+ACTIONS = ("key.issue", "key.revoke", "webhook.change", "identity.take_down", "signin.siwe")
+COLUMNS = ("seq", "at", "actor_user_id", "actor_wallet", "actor_role", "actor_key_id", "actor_key_hint", "via",
+           "action", "target_kind", "target_id", "outcome", "detail", "request_id", "client_address", "user_agent",
+           "before", "after", "prev_hash", "hash")
+
+
+def median_ms(samples):
+    return statistics.median(samples) * 1000
+
+
+def timed(client, method, url, headers, times, **kwargs):
+    begin = time.perf_counter()
+    answer = client.open(url, method=method, headers=headers, **kwargs)
+    times.append(time.perf_counter() - begin)
+    if answer.status_code != 200:
+        raise RuntimeError(f"{method} {url}: {answer.status_code} {answer.get_data(as_text=True)[:300]}")
+
+
+def write_with_and_without(app, key):
+    from identity.core import audit
+
+    client = app.test_client()
+    hook = client.post("/webhooks", json={"url": "https://hooks.example.com/bench"}, headers=key).get_json()["id"]
+    recording = audit.record
+    samples = {"with": [], "without": []}
+    for number in range(REPEAT):
+        for side in ("with", "without"):
+            audit.record = recording if side == "with" else (lambda *args, **kwargs: None)
+            try:
+                timed(client, "PATCH", f"/webhooks/{hook}", key, samples[side], json={"description": f"{side} {number}"})
+            finally:
+                audit.record = recording
+    with_ms, without_ms = median_ms(samples["with"]), median_ms(samples["without"])
+    ratio = with_ms / without_ms
+    print(f"\nAudit log, an Admin write (PATCH /webhooks/<id>) with and without its entry: p50 ms over {REPEAT}, "
+          "SQLite, in-process")
+    print(f"{'without':>10}{'with':>10}{'ratio':>8}  goal <= {WRITE_GOAL}")
+    print(f"{without_ms:>10.2f}{with_ms:>10.2f}{ratio:>8.2f}  {'met' if ratio <= WRITE_GOAL else 'MISSED'}", flush=True)
+
+
+def fill_entries(database, count, wallets):
+    """`count` entries, chained as the append chains them, at one a second up to now."""
+    from identity.core import audit
+
+    connection = sqlite3.connect(database, isolation_level=None)
+    connection.execute("PRAGMA synchronous = OFF")
+    head = connection.execute("SELECT head_seq, head_hash FROM audit_chain WHERE id = 1").fetchone()
+    head_seq, prev = head or (0, audit.GENESIS)
+    start = datetime.now(UTC) - timedelta(seconds=count)
+    insert = f"INSERT INTO audit_entries ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+    rows = []
+    for number in range(count):
+        seq = head_seq + number + 1
+        row = {"seq": seq, "at": start + timedelta(seconds=number), "actor_user_id": None,
+               "actor_wallet": wallets[number % len(wallets)], "actor_role": "Admin", "actor_key_id": None,
+               "actor_key_hint": "idsk_Abcd", "via": "api", "action": ACTIONS[number % len(ACTIONS)],
+               "target_kind": "key", "target_id": f"target-{number % 5000}", "outcome": "ok", "detail": None,
+               "request_id": f"{number:032x}", "client_address": "203.0.113.7", "user_agent": "bench/1.0",
+               "before": {"revoked_at": None}, "after": {"revoked_at": audit.moment(start)}, "prev_hash": prev}
+        row["hash"] = prev = audit.entry_hash(row)
+        rows.append(tuple(audit.moment(row["at"]).replace("T", " ").rstrip("Z") if name == "at" else
+                          (audit.rfc8785.dumps(row[name]).decode() if name in ("before", "after") else row[name])
+                          for name in COLUMNS))
+        if len(rows) == 20_000 or number == count - 1:
+            connection.execute("BEGIN")
+            connection.executemany(insert, rows)
+            connection.execute("COMMIT")
+            rows = []
+    connection.execute("DELETE FROM audit_chain")
+    connection.execute("INSERT INTO audit_chain VALUES (1, ?, ?, 0, ?)", (head_seq + count, prev, audit.GENESIS))
+    connection.execute("PRAGMA optimize")
+    connection.close()
+
+
+def reads(app, key, creator, wallets):
+    client = app.test_client()
+    middle = datetime.now(UTC) - timedelta(seconds=SIZE // 2)
+    since, until = (middle - timedelta(hours=1)).isoformat(), middle.isoformat()
+    pairs = {
+        "first page": ("/audit?limit=20", "/identities?limit=20"),
+        "filtered": (f"/audit?action=key.revoke&actor={wallets[1].lower()}", f"/identities?creator={creator.lower()}"),
+        "time range": (f"/audit?since={since.replace('+', '%2B')}&until={until.replace('+', '%2B')}",
+                       "/identities?limit=20"),
+    }
+    print(f"\nAudit log, GET /audit against GET /identities: p50 ms over {REPEAT}, {SIZE:,} entries and {SIZE:,} "
+          "identities, SQLite, in-process")
+    print(f"{'listing':<12}{'GET /audit':>12}{'GET /identities':>17}{'ratio':>8}  goal <= {READ_GOAL}")
+    for name, (audit_url, identities_url) in pairs.items():
+        samples = {"audit": [], "identities": []}
+        for _ in range(REPEAT):
+            timed(client, "GET", audit_url, key, samples["audit"])
+            timed(client, "GET", identities_url, key, samples["identities"])
+        audit_ms, identities_ms = median_ms(samples["audit"]), median_ms(samples["identities"])
+        ratio = audit_ms / identities_ms
+        print(f"{name:<12}{audit_ms:>12.2f}{identities_ms:>17.2f}{ratio:>8.2f}  "
+              f"{'met' if ratio <= READ_GOAL else 'MISSED'}", flush=True)
+
+
+def main():
+    from flask_migrate import upgrade
+
+    from identity import create_app, seed
+
+    with tempfile.TemporaryDirectory(prefix="identity-audit-") as folder:
+        database = Path(folder) / "identity.db"
+        app = create_app({"DATABASE_URL": f"sqlite:///{database}", **SETTINGS})
+        with app.app_context():
+            upgrade()
+        wallets = [seed.new_wallet() for _ in range(10)]
+        admin_key = seed.issue_key(app, wallets[0], "Admin")
+        for wallet in wallets[1:]:
+            seed.issue_key(app, wallet, "User")
+        key = {"x-api-key": admin_key}
+        write_with_and_without(app, key)
+
+        with sqlite3.connect(database) as connection:
+            ids = dict(connection.execute("SELECT wallet, id FROM users").fetchall())
+        connection.close()
+        clock = time.monotonic()
+        grow(database, 0, SIZE, [ids[wallet] for wallet in wallets])
+        fill_entries(database, SIZE, wallets)
+        print(f"· {SIZE:,} identities and {SIZE:,} audit entries seeded in {time.monotonic() - clock:.1f} s", flush=True)
+        app = create_app({"DATABASE_URL": f"sqlite:///{database}", **SETTINGS})
+        reads(app, key, wallets[1], wallets)
+
+
+if __name__ == "__main__":
+    main()

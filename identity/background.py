@@ -12,6 +12,9 @@ and stops with the app.
   more as the process stops.
 - The audit log's pruner (identity.core.audit_retention): one at a time across processes and nodes, through
   a lease, when the server starts and hourly after; `flask --app app audit prune` prunes at once.
+- The backup scheduler (identity.data.backups.schedule) likewise, when IDENTITY_BACKUP_SCHEDULE and
+  IDENTITY_BACKUP_URL are set: one at a time takes each scheduled time's backup; `flask --app app backups
+  schedule` runs one on its own, and IDENTITY_BACKUPS_TAKE=0 keeps a node's serving processes out.
 - The live feed's hub (identity.feed.live) wakes the long polls and event streams of the process; the first
   of them starts it.
 
@@ -25,6 +28,7 @@ from werkzeug.serving import is_running_from_reloader
 
 from .core import audit_retention, key_use
 from .data import follower
+from .data.backups import schedule
 from .feed import delivery, live
 
 
@@ -51,6 +55,7 @@ def start(app):
         key_use.start(app)
         delivery.start(app)
         follower.start(app)
+        schedule.start(app)
         audit_retention.start(app)
 
 
@@ -66,6 +71,7 @@ def stop(app, timeout=2.0):
     if _is_this_service(app):
         delivery.stop(app, timeout)
         follower.stop(app, timeout)
+        schedule.stop(app, timeout)
         audit_retention.stop(app, timeout)
         live.stop(app)
         key_use.stop(app, timeout)

@@ -170,6 +170,76 @@ def _log_level(environ, name, default):
     return level
 
 
+def _backup_url(environ):
+    """IDENTITY_BACKUP_URL: s3://BUCKET/PREFIX, file:///FOLDER or a plain folder path; None (no target) when unset."""
+    raw = (environ.get("IDENTITY_BACKUP_URL") or "").strip()
+    if raw and (problem := backup_target_problem(raw)):
+        raise ValueError(f"IDENTITY_BACKUP_URL {problem}")
+    return raw or None
+
+
+def backup_target_problem(raw):
+    """What is wrong with a backup target's URL, in words, or None."""
+    scheme = raw.partition("://")[0].lower() if "://" in raw else ""
+    if scheme == "s3":
+        bucket = raw.partition("://")[2].partition("/")[0]
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+            return (f"must name a bucket (3 to 63 lower-case letters, digits, dots or hyphens) as in "
+                    f"s3://BUCKET/PREFIX, not {raw!r}")
+        return None
+    if scheme not in ("", "file"):
+        return f"must be s3://BUCKET/PREFIX, file:///FOLDER or a folder's path, not a {scheme}:// URL"
+    if scheme == "file" and not raw.startswith("file:///"):
+        return f"must be a file URL with an absolute path (file:///srv/backups), not {raw!r}"
+    return None
+
+
+def _choice(environ, name, default, choices):
+    value = (environ.get(name) or default).strip().lower()
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def _cron(environ, name):
+    """A cron expression in UTC (five fields, or six with seconds last), or None when unset."""
+    from croniter import croniter
+
+    raw = " ".join((environ.get(name) or "").split())
+    if raw and (len(raw.split()) not in (5, 6) or not croniter.is_valid(raw)):
+        raise ValueError(f"{name} must be a cron expression in UTC such as '0 3 * * *' (minute hour day month "
+                         f"weekday), not {raw!r}")
+    return raw or None
+
+
+def _age_identity(environ, name):
+    """The age identity (AGE-SECRET-KEY-1...) of IDENTITY_BACKUP_ENCRYPTION_KEY or the file _FILE names; None
+    when neither is set. The key itself never appears in a message."""
+    import pyrage
+
+    value = (environ.get(name) or "").strip()
+    path = (environ.get(f"{name}_FILE") or "").strip()
+    if value and path:
+        raise ValueError(f"{name} and {name}_FILE are both set; set one of them")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                lines = [line.strip() for line in file if line.strip() and not line.startswith("#")]
+        except OSError as error:
+            raise ValueError(f"{name}_FILE names a file that cannot be read ({error.strerror or error}): "
+                             f"{path}") from None
+        value = lines[0] if lines else ""
+    if not value:
+        return None
+    try:
+        pyrage.x25519.Identity.from_str(value)
+    except pyrage.IdentityError:
+        where = f"the file {name}_FILE names" if path else name
+        raise ValueError(f"{where} must hold an age secret key (AGE-SECRET-KEY-1..., made by `age-keygen`); "
+                         "what is there is not one (it is not shown)") from None
+    return value
+
+
 def database_url(raw):
     """The SQLAlchemy URL of DATABASE_URL: `postgres://` and `postgresql://` (as hosting platforms and libpq
     write them) name the psycopg 3 driver that the service installs."""
@@ -256,6 +326,23 @@ def settings_from_env(environ=None):
         "IDENTITY_MIRROR_LEASE_SECONDS": _seconds(environ, "IDENTITY_MIRROR_LEASE_SECONDS", 15.0, 1.0),
         # After a failure to read an upstream, the pause before the next try doubles from 1 s up to this.
         "IDENTITY_MIRROR_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_MIRROR_RETRY_MAX_SECONDS", 60.0, 0.1),
+        # Backups (identity.data.backups): where they go, when, how many scheduled ones are kept, how they
+        # are encrypted, and the back-off between attempts after a failure.
+        "IDENTITY_BACKUP_URL": _backup_url(environ),
+        # A node's serving processes take the scheduled backups unless told not to (one at a time, by a lease).
+        "IDENTITY_BACKUPS_TAKE": _bool(environ, "IDENTITY_BACKUPS_TAKE", True),
+        "IDENTITY_BACKUP_S3_ADDRESSING": _choice(environ, "IDENTITY_BACKUP_S3_ADDRESSING", "auto",
+                                                 ("auto", "path", "virtual")),
+        "IDENTITY_BACKUP_SCHEDULE": _cron(environ, "IDENTITY_BACKUP_SCHEDULE"),
+        "IDENTITY_BACKUP_KEEP": _positive(environ, "IDENTITY_BACKUP_KEEP", 14),
+        "IDENTITY_BACKUP_ENCRYPTION_KEY": _age_identity(environ, "IDENTITY_BACKUP_ENCRYPTION_KEY"),
+        "IDENTITY_BACKUP_RETRY_MIN_SECONDS": _seconds(environ, "IDENTITY_BACKUP_RETRY_MIN_SECONDS", 30.0, 0.01),
+        "IDENTITY_BACKUP_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_BACKUP_RETRY_MAX_SECONDS", 3600.0, 0.01),
+        # The size of each part of an upload (S3 allows 5 MiB to 5 GiB; 10,000 parts at most).
+        "IDENTITY_BACKUP_PART_MB": _between(environ, "IDENTITY_BACKUP_PART_MB", 16, 5, 5120),
+        # How often the scheduler's lease holder looks whether a backup is due.
+        "IDENTITY_BACKUP_POLL_SECONDS": _seconds(environ, "IDENTITY_BACKUP_POLL_SECONDS", 5.0, 0.01),
+        "IDENTITY_BACKUP_LEASE_SECONDS": _seconds(environ, "IDENTITY_BACKUP_LEASE_SECONDS", 60.0, 1.0),
         # The audit log (identity.core.audit_retention): entries older than this many days are pruned, hourly,
         # by one process at a time; 0 keeps every entry.
         "IDENTITY_AUDIT_RETENTION_DAYS": _between(environ, "IDENTITY_AUDIT_RETENTION_DAYS", 365, 0, 100 * 365),

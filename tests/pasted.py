@@ -29,6 +29,8 @@ MARKS = {
     "the block and starts it again after, on the same address",
     "nginx": "needs Debian's nginx in front of the service: tests/server/test_exposure.py installs and runs the "
     "recipe",
+    "s3": "needs an S3-compatible store and its credentials: tests/backups/ runs these commands against a "
+    "SeaweedFS store that it starts",
     "elsewhere": "runs on another machine or in another project (installing the package there)",
     "ipfs": "needs an IPFS node (kubo), which the suite does not run; tests/data/test_snapshot.py checks the CAR "
     "file with the IPLD libraries instead",

@@ -6,7 +6,8 @@ pipefail`; then each page's blocks, in order, in a bash that has the variables t
 in the order of their names. The shells work in a folder of their own whose .venv and app.py are the project's,
 so that what the blocks write stays out of the project. A block marked in its info string (tests/pasted.py, MARKS) runs only where the
 test has what its marks name: `sqlite` and `postgresql` blocks on that backend (this test runs on both),
-`stopped` blocks with the server stopped around them; `nginx`, `elsewhere`, `ipfs` and `minutes` blocks never.
+`stopped` blocks with the server stopped around them; `nginx`, `elsewhere`, `s3`, `ipfs` and `minutes` blocks
+never.
 """
 
 import os

@@ -1,7 +1,7 @@
 """The command line, `flask --app app ...`: `keys` (issue, list, rotate, revoke), `identities` (curate, export,
-import, snapshot), `backup`, `restore`, `db copy`, `check-database`, `webhooks deliver` (a deliverer on its own),
-`mirrors` (the upstreams this instance follows, and `mirrors run`, a follower on its own), and `audit` (list,
-export, verify, prune the audit log).
+import, snapshot), `backup`, `restore`, `backups` (list, verify, schedule), `db copy`, `check-database`, `webhooks
+deliver` (a deliverer on its own), `mirrors` (the upstreams this instance follows, and `mirrors run`, a follower on
+its own), and `audit` (list, export, verify, prune the audit log).
 One module per group; what they share is here."""
 
 import functools
@@ -28,12 +28,14 @@ def init_app(app):
     """Give `app` the service's commands (`flask db copy` goes beside Flask-Migrate's own `db` commands)."""
     from flask_migrate.cli import db as migrate_commands
 
-    from . import audit, background, data, keys, mirrors
+    from . import audit, background, backups, data, keys, mirrors
 
     app.cli.add_command(check_database)
     app.cli.add_command(keys.keys)
-    app.cli.add_command(data.backup)
-    app.cli.add_command(data.restore)
+    # backup and restore with a PATH are data's; without one (or with a NAME) backups' (the target's).
+    app.cli.add_command(backups.backup)
+    app.cli.add_command(backups.restore)
+    app.cli.add_command(backups.backups)
     app.cli.add_command(data.identities)
     app.cli.add_command(background.webhooks)
     app.cli.add_command(mirrors.mirrors_group)

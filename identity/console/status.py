@@ -1,8 +1,12 @@
 """The status page: readiness (as /readyz decides it), the migration, the database's kind, the counts,
-how far behind the feed each webhook is, and how far behind its upstream each mirror is."""
+how far behind the feed each webhook is, how far behind its upstream each mirror is, and the backups: the
+last good one, its size and the last error."""
+
+from flask import current_app
 
 from ..core import overview
 from ..data import mirrors
+from ..data.backups import runs as backup_runs
 from ..feed import webhooks
 from ..schemas import STATUSES
 from ..storage import readiness
@@ -29,7 +33,16 @@ def status_page():
         statuses=STATUSES,
         webhooks=[(webhook, *webhooks.backlog(webhook)) for webhook in webhooks.all_webhooks()],
         mirrors=mirror_lag(),
+        backups=backup_state(),
     )
+
+
+def backup_state():
+    """The target (no secret is in it), the schedule, the last good backup, the last failure and the count."""
+    config = current_app.config
+    good, failing, failures = backup_runs.last_state()
+    return {"target": config.get("IDENTITY_BACKUP_URL"), "schedule": config.get("IDENTITY_BACKUP_SCHEDULE"),
+            "good": good, "failing": failing, "failures": failures}
 
 
 def mirror_lag():

@@ -333,3 +333,27 @@ class MirroredIdentity(db.Model):
     # The identity's id (identities.id).
     id: Mapped[str] = mapped_column(ForeignKey("identities.id"), primary_key=True)
     mirror_id: Mapped[str] = mapped_column(ForeignKey("mirrors.id", ondelete="CASCADE"))
+
+
+class BackupRun(db.Model):
+    """One backup taken to the target (identity.data.backups): a scheduled time's, at most one row per time, or a
+    manual one's. Its last failure and the back-off before the next attempt are kept here, where every
+    process and node reads them (the Status page, /metrics)."""
+
+    __tablename__ = "backup_runs"
+
+    id: Mapped[int] = mapped_column(types.BigInteger().with_variant(types.Integer, "sqlite"), primary_key=True,
+                                    autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))  # scheduled or manual
+    # The scheduled time this run is for; unique, so that one time is taken once across every node.
+    scheduled_for: Mapped[datetime | None] = mapped_column(UTCDateTime, unique=True, nullable=True)
+    status: Mapped[str] = mapped_column(String(16))  # running, ok or failed
+    holder: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    size: Mapped[int | None] = mapped_column(types.BigInteger, nullable=True)
+    failures: Mapped[int] = mapped_column(default=0)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -1,5 +1,5 @@
-"""Prometheus metrics at /metrics: requests by route and status, their latency, identities created, and each
-mirror's lag and rejections, and the audit log's head.
+"""Prometheus metrics at /metrics: requests by route and status, their latency, identities created, each
+mirror's lag and rejections, the backups' last success and failures, and the audit log's head.
 
 Under gunicorn.conf.py, prometheus_client runs in its multiprocess mode (identity.server sets it up
 before any worker starts, and names the folder in the app's IDENTITY_METRICS_DIR): every worker writes
@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..core import audit
 from ..data import mirrors
+from ..data.backups import runs as backup_runs
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,34 @@ class MirrorCollector:
         )
 
 
+class BackupCollector:
+    """identity_backup_last_success_timestamp_seconds and identity_backup_failures_total, from backup_runs: the
+    backups are taken by one process of one node at a time, and the table is where every worker reads them."""
+
+    def describe(self):
+        return self._families()
+
+    def collect(self):
+        last, failures = self._families()
+        if has_app_context():
+            try:
+                good, _, failed = backup_runs.last_state()
+                if good is not None:
+                    last.add_metric([], good.finished_at.timestamp())
+                failures.add_metric([], failed)
+            except SQLAlchemyError as error:
+                log.warning("metrics: the backups were not read (%s)", type(error).__name__)
+        return [last, failures]
+
+    @staticmethod
+    def _families():
+        return (
+            GaugeMetricFamily("identity_backup_last_success_timestamp_seconds",
+                              "When the last backup that uploaded and verified finished (Unix time)."),
+            CounterMetricFamily("identity_backup_failures", "Backup attempts that failed, scheduled or manual."),
+        )
+
+
 class AuditHeadCollector:
     """identity_audit_head: the audit log's head, its seq as the value and its hash as a label, read from the
     chain's row at each scrape; a copy kept elsewhere later shows any edit of the log (flask audit verify --expect)."""
@@ -88,6 +117,8 @@ class AuditHeadCollector:
 
 MIRRORS = MirrorCollector()
 REGISTRY.register(MIRRORS)
+BACKUPS = BackupCollector()
+REGISTRY.register(BACKUPS)
 AUDIT_HEAD = AuditHeadCollector()
 REGISTRY.register(AUDIT_HEAD)
 
@@ -101,6 +132,7 @@ def serve_metrics():
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=directory)
         registry.register(MIRRORS)
+        registry.register(BACKUPS)
         registry.register(AUDIT_HEAD)
     encoder, content_type = choose_encoder(request.headers.get("Accept"))
     return encoder(registry), 200, {"Content-Type": content_type}

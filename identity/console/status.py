@@ -6,7 +6,7 @@ from flask import current_app
 
 from ..core import overview
 from ..data import mirrors
-from ..data.backups import runs as backup_runs
+from ..data.backups import records
 from ..feed import webhooks
 from ..schemas import STATUSES
 from ..storage import readiness
@@ -40,7 +40,7 @@ def status_page():
 def backup_state():
     """The target (no secret is in it), the schedule, the last good backup, the last failure and the count."""
     config = current_app.config
-    good, failing, failures = backup_runs.last_state()
+    good, failing, failures = records.last_state()
     return {"target": config.get("IDENTITY_BACKUP_URL"), "schedule": config.get("IDENTITY_BACKUP_SCHEDULE"),
             "good": good, "failing": failing, "failures": failures}
 

@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..core import audit
 from ..data import mirrors
-from ..data.backups import runs as backup_runs
+from ..data.backups import records
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,9 @@ class MirrorCollector:
 
 
 class BackupCollector:
-    """identity_backup_last_success_timestamp_seconds and identity_backup_failures_total, from backup_runs: the
-    backups are taken by one process of one node at a time, and the table is where every worker reads them."""
+    """identity_backup_last_success_timestamp_seconds and identity_backup_failures_total, from backup_runs
+    (identity.data.backups.records): the backups are taken by one process of one node at a time, and the table is
+    where every worker reads them."""
 
     def describe(self):
         return self._families()
@@ -75,7 +76,7 @@ class BackupCollector:
         last, failures = self._families()
         if has_app_context():
             try:
-                good, _, failed = backup_runs.last_state()
+                good, _, failed = records.last_state()
                 if good is not None:
                     last.add_metric([], good.finished_at.timestamp())
                 failures.add_metric([], failed)

@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from flask import current_app
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from ...core import audit
 from ...storage.database import db, one_statement, write_transaction
@@ -226,13 +226,3 @@ def running_names():
         names = connection.execute(select(RUNS.c.name).where(RUNS.c.status == "running", RUNS.c.name.is_not(None)))
         return set(names.scalars())
 
-
-def last_state():
-    """For the Status page and /metrics: (the last good run or None, the last failed attempt's row or None, the
-    failed attempts counted)."""
-    good = db.session.execute(select(BackupRun).where(BackupRun.status == "ok")
-                              .order_by(BackupRun.finished_at.desc()).limit(1)).scalar()
-    failing = db.session.execute(select(BackupRun).where(BackupRun.last_error.is_not(None))
-                                 .order_by(BackupRun.id.desc()).limit(1)).scalar()
-    failures = db.session.execute(select(func.coalesce(func.sum(BackupRun.failures), 0))).scalar()
-    return good, failing, int(failures)

@@ -16,9 +16,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import gevent
 import pyrage
 import zstandard
 from alembic.runtime.migration import MigrationContext
+from gevent import monkey
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
@@ -81,17 +83,26 @@ def make(engine, folder, key=None):
     check_space(folder, needed_space(engine))
     try:
         if engine.url.get_backend_name() == "sqlite":
-            made = _sqlite(engine, folder)
+            made = off_the_loop(_sqlite, engine, folder)
         else:
             made = _postgresql(engine, folder)
         if key is not None:
-            made = _encrypted(made, folder, key)
+            made = off_the_loop(_encrypted, made, folder, key)
+        made.size = made.path.stat().st_size
+        made.sha256 = off_the_loop(digest, made.path)
     except OSError as error:
         raise BackupFailed(f"The backup could not be written in {folder}: {error.strerror or error}. "
                            "Check its free space (TMPDIR names another folder).") from None
-    made.size = made.path.stat().st_size
-    made.sha256 = digest(made.path)
     return made
+
+
+def off_the_loop(function, *args):
+    """function(*args), where it cannot hold up the process's requests. In a gevent worker (the default server) it
+    runs on a thread of gevent's threadpool: SQLite's backup, Zstandard, age and SHA-256 are C code that releases
+    the GIL over a file, so the worker's greenlets go on answering meanwhile. Elsewhere it runs here."""
+    if monkey.is_module_patched("threading"):
+        return gevent.get_hub().threadpool.apply(function, args)
+    return function(*args)
 
 
 def _sqlite(engine, folder):

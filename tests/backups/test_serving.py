@@ -1,0 +1,48 @@
+"""A backup taken in a gevent worker (the default server's) leaves the worker's other greenlets running: the
+copy, its compression, encryption and hash run off the worker's loop."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = """
+from gevent import monkey; monkey.patch_all()
+import sys, tempfile, time
+from pathlib import Path
+import gevent
+from flask_migrate import upgrade
+from sqlalchemy import text
+from identity import create_app
+from identity.data.backups import archive
+from identity.storage.database import db
+
+app = create_app({"SQLALCHEMY_DATABASE_URI": "sqlite:///" + sys.argv[1]})
+with app.app_context():
+    upgrade()
+    db.session.execute(text("CREATE TABLE filler (b BLOB)"))
+    for _ in range(40):  # 40 MB that compression cannot shrink much: work that takes a while
+        db.session.execute(text("INSERT INTO filler VALUES (randomblob(1000000))"))
+    db.session.commit()
+ticks = []
+def tick():
+    while True:
+        gevent.sleep(0.005)
+        ticks.append(time.monotonic())
+ticker = gevent.spawn(tick)
+gevent.sleep(0.05)
+with app.app_context(), tempfile.TemporaryDirectory() as folder:
+    before = len(ticks)
+    made = archive.make(db.engine, Path(folder))
+    during = len(ticks) - before
+ticker.kill()
+print(during, made.size)
+"""
+
+
+def test_a_backup_in_a_gevent_worker_leaves_its_other_greenlets_running(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "identity.db")], capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr[-3000:]
+    during, size = map(int, done.stdout.split()[-2:])
+    assert size > 30_000_000  # the backup holds the filler
+    assert during >= 3, f"the worker's other greenlets ran {during} times while the backup was made"

@@ -15,7 +15,7 @@ from ..data.backups import archive, restoring, runs, schedule
 from ..data.backups.store import StoreError
 from ..schemas import MAX_SEQ
 from ..storage.database import db, migrate
-from . import data, needs_database
+from . import data, needs_database, overwrite_option
 from .background import run_alone
 
 # The extensions a backup on the target has: a path that ends with one is read from its folder as a target's.
@@ -29,10 +29,11 @@ def _refused(error):
 
 @click.command("backup")
 @click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@overwrite_option
 @click.pass_context
 @with_appcontext
 @needs_database
-def backup(context, path):
+def backup(context, path, overwrite):
     """Take one backup now to IDENTITY_BACKUP_URL (kind manual), or with PATH write a local SQLite copy there.
 
     Without PATH: SQLite's online backup compressed, or pg_dump --format=custom on PostgreSQL; encrypted when
@@ -40,7 +41,7 @@ def backup(context, path):
     and listed by `backups list` once its manifest is written. The backup's name is the last line of output.
     """
     if path is not None:
-        return context.invoke(data.backup, path=path)
+        return context.invoke(data.backup, path=path, overwrite=overwrite)
     try:
         name, manifest = runs.take("manual")
     except FAILURES as error:

@@ -298,11 +298,12 @@ def _change(session, mirror_id, checked, done):
     if not checked.changes:
         return
     rows = session.execute(_FROM_MIRROR, {"identity_ids": sorted(checked.changes), "mirror_id": mirror_id}).all()
+    found = {identity["identity_id"]: identity for identity in map(identity_record, rows)}
     now = utcnow()
-    for row in rows:
-        identity = identity_record(row)
-        figures, updated_at = checked.changes[identity["identity_id"]]
-        if curation.apply_changes(session, identity, figures, MIRROR_WALLET, now, updated_at):
+    # In the upstream's order, so that this feed records the changes in the order the upstream's did.
+    for identity_id, (figures, updated_at) in checked.changes.items():
+        identity = found.get(identity_id)
+        if identity is not None and curation.apply_changes(session, identity, figures, MIRROR_WALLET, now, updated_at):
             done.applied += 1
 
 

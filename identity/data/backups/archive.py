@@ -30,6 +30,8 @@ from ...storage.models import Change, Identity
 
 BLOCK = 1024 * 1024
 SEQUENCE = "identity_changes_seq_seq"  # PostgreSQL's sequence of identity_changes.seq
+# Where that sequence stands: its last value, and whether it was ever issued.
+SEQUENCE_STATE = text("SELECT last_value, is_called FROM identity_changes_seq_seq")
 
 
 class BackupFailed(Exception):
@@ -186,7 +188,7 @@ def _postgresql(engine, folder):
             snapshot = connection.execute(text("SELECT pg_export_snapshot()")).scalar()
             migration = MigrationContext.configure(connection).get_current_heads()
             identities = connection.execute(select(func.count()).select_from(Identity.__table__)).scalar()
-            last, called = connection.execute(text(f"SELECT last_value, is_called FROM {SEQUENCE}")).one()
+            last, called = connection.execute(SEQUENCE_STATE).one()
             issued = max(last if called else 0, connection.execute(select(func.max(Change.seq))).scalar() or 0)
             # pg_dump reads the database as this transaction sees it: the figures above are the dump's.
             done = subprocess.run(["pg_dump", "--format=custom", f"--snapshot={snapshot}", f"--file={dump}", url],

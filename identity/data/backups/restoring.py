@@ -30,9 +30,9 @@ def unpacked(store, name, folder, key):
 
 def issued(connection):
     """The highest seq the PostgreSQL database ever issued, or None when it has no change log (a new database)."""
-    if connection.execute(text(f"SELECT to_regclass('{archive.SEQUENCE}')")).scalar() is None:
+    if connection.execute(text("SELECT to_regclass(:name)"), {"name": archive.SEQUENCE}).scalar() is None:
         return None
-    last, called = connection.execute(text(f"SELECT last_value, is_called FROM {archive.SEQUENCE}")).one()
+    last, called = connection.execute(archive.SEQUENCE_STATE).one()
     return last if called else 0
 
 
@@ -52,7 +52,7 @@ def restore_postgresql(engine, dump, issued_up_to=0):
                                    "partly restored: run the restore again once the cause is fixed.")
     floor = max(before or 0, issued_up_to)
     with engine.begin() as connection:
-        last, called = connection.execute(text(f"SELECT last_value, is_called FROM {archive.SEQUENCE}")).one()
+        last, called = connection.execute(archive.SEQUENCE_STATE).one()
         end = max(floor, last if called else 0)
         if end:
             connection.execute(text("SELECT setval(:sequence, :end)"), {"sequence": archive.SEQUENCE, "end": end})

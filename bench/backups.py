@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.portable import FLASK_WITH_PEAK, export_lines  # noqa: E402
 from bench.run import SKIP_SCALE  # noqa: E402
-from tests.backups.seaweed import BUCKET, Seaweed  # noqa: E402
+from tests.common.seaweed import BUCKET, Seaweed  # noqa: E402
 
 GOAL = 1.5
 

@@ -87,7 +87,7 @@ def main():
         print("contract wallets: skipped: node and npm are missing (install Debian's nodejs and npm)")
         return
     from tests import wallets
-    from tests.contract_wallets.chain import OWNER_KEYS, Anvil
+    from tests.common.chain import OWNER_KEYS, Anvil
 
     wallets.install()
     workdir = Path(tempfile.mkdtemp(prefix="identity-bench-contract-wallets-"))

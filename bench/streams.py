@@ -25,10 +25,10 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from identity.core import keys  # noqa: E402
-from tests import postgres  # noqa: E402
-from tests.conftest import make_app  # noqa: E402
-from tests.live import LiveServer, prepare_database, start_all  # noqa: E402
-from tests.streams import Streams  # noqa: E402
+from tests.common import postgres  # noqa: E402
+from tests.common.apps import make_app  # noqa: E402
+from tests.common.live import LiveServer, prepare_database, start_all  # noqa: E402
+from tests.common.streams import Streams  # noqa: E402
 
 STREAMS = int(os.environ.get("BENCH_STREAMS") or 1000)
 CREATES = int(os.environ.get("BENCH_STREAM_CREATES") or 50)

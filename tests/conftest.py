@@ -7,22 +7,19 @@ import signal
 from pathlib import Path
 
 import pytest
-from flask_migrate import upgrade
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
-from identity import background, create_app
+from identity import background
 from identity.core import keys
 from identity.storage.database import db
-from tests import postgres, wallets
-from tests.live import UNLIMITED, free_port
+from tests import wallets
+from tests.common import postgres
+from tests.common.apps import ADMIN_WALLET, USER_WALLET, make_app, migrate
+from tests.common.live import free_port
 
 # pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py).
 pytest_plugins = ["pytester"]
-
-ADMIN_WALLET = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
-USER_WALLET = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"
-OTHER_WALLET = "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"
 
 BACKENDS = ("sqlite", "postgresql")
 POSTGRES_SKIPPED = "PostgreSQL half: skipped (set IDENTITY_TEST_POSTGRES_URL)"
@@ -59,11 +56,6 @@ def ctrl_c():
     signal.signal(signal.SIGINT, previous)
 
 
-def restore_ctrl_c():
-    """preexec_fn of a subprocess that must stop on SIGINT even when this run inherited it ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.fixture
 def report(request):
     """report(line): a figure the test measured, printed in the run's summary."""
@@ -96,25 +88,6 @@ def pytest_collection_modifyitems(config, items):
 def backend(request):
     """"sqlite" or "postgresql": which half of the suite this test runs in."""
     return request.param
-
-
-def make_app(database_url, **config):
-    """An app on `database_url` (a URL, or the path of an SQLite file) with this suite's defaults."""
-    if isinstance(database_url, Path):
-        database_url = f"sqlite:///{database_url}"
-    return create_app({"DATABASE_URL": database_url, "TESTING": True, **UNLIMITED, **config})
-
-
-def without_last_login(identity):
-    """An Identity object with its creator's last_login blanked: the one field a sign-in of the creator moves."""
-    return {**identity, "creator": {**identity["creator"], "last_login": None}}
-
-
-def migrate(database_url):
-    app = make_app(database_url)
-    with app.app_context():
-        upgrade()
-        db.engine.dispose()
 
 
 @pytest.fixture(scope="session")
@@ -270,7 +243,7 @@ def live_server(tmp_path_factory):
 
     It carries `url` and `api_key` (an Admin key).
     """
-    from tests.live import LiveServer, prepare_database
+    from tests.common.live import LiveServer, prepare_database
 
     database_url = f"sqlite:///{tmp_path_factory.mktemp('live') / 'identity.db'}"
     api_key = prepare_database(database_url, ADMIN_WALLET)

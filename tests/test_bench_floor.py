@@ -15,7 +15,7 @@ from werkzeug.test import Client
 
 from bench import plain
 from bench.floor import Floor
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, without_last_login
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, without_last_login
 
 FULL_BODY = {
     "display_name": "  Ada Lovelace ",

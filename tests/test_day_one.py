@@ -8,7 +8,7 @@ from sqlalchemy.engine import make_url
 from identity.config import database_url
 from identity.core import keys
 from identity.storage.database import db
-from tests.conftest import ADMIN_WALLET, make_app
+from tests.common.apps import ADMIN_WALLET, make_app
 
 UUID = "3f6c2a9e-8b1d-4c7a-9e52-0a4b6d8c1f27"
 CONTENT_ID = "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bvkuxqxdpmydhvfa"

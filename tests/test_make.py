@@ -15,8 +15,8 @@ import time
 import pytest
 import requests
 
-from tests.conftest import restore_ctrl_c
-from tests.live import ROOT, free_port
+from tests.common.apps import restore_ctrl_c
+from tests.common.live import ROOT, free_port
 from tests.wallets import address_of, private_key, sign_messages, siwe_message
 
 pytestmark = pytest.mark.skipif(

@@ -4,7 +4,7 @@
 README's ```sh blocks from "## Using the API" on then run as written, in order, in one bash with `set -euo
 pipefail`; then each page's blocks, in order, in a bash that has the variables the README's blocks set, pages
 in the order of their names. The shells work in a folder of their own whose .venv and app.py are the project's,
-so that what the blocks write stays out of the project. A block marked in its info string (tests/pasted.py, MARKS) runs only where the
+so that what the blocks write stays out of the project. A block marked in its info string (tests/common/pasted.py, MARKS) runs only where the
 test has what its marks name: `sqlite` and `postgresql` blocks on that backend (this test runs on both),
 `stopped` blocks with the server stopped around them; `nginx`, `elsewhere`, `s3`, `ipfs` and `minutes` blocks
 never.
@@ -17,9 +17,9 @@ import shutil
 import pytest
 import requests
 
-from tests.conftest import ADMIN_WALLET
-from tests.live import BIN, ROOT, LiveServer, free_port, prepare_database
-from tests.pasted import MARKS, BlockFailed, Shell, blocks, pages, project_folder, readme_blocks
+from tests.common.apps import ADMIN_WALLET
+from tests.common.live import BIN, ROOT, LiveServer, free_port, prepare_database
+from tests.common.pasted import MARKS, BlockFailed, Shell, blocks, pages, project_folder, readme_blocks
 
 FLASK = re.compile(r"(?<![\w./-])flask\s")
 PG_TOOLS = re.compile(r"\b(pg_dump|pg_restore|psql|pg_dumpall)\b[^\n]*")

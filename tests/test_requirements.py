@@ -10,7 +10,7 @@ from importlib import metadata
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.live import ROOT
+from tests.common.live import ROOT
 
 
 def pins(name):

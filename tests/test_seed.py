@@ -16,7 +16,7 @@ from identity.seed import (
 from identity.storage.database import db
 from identity.storage.models import Identity
 from identity.web.problems import status_of
-from tests.conftest import OTHER_WALLET
+from tests.common.apps import OTHER_WALLET
 
 
 def fetch(client, key, identity_id):

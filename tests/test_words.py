@@ -1,6 +1,7 @@
 """Words that are true: every path of the repository (under identity, tests, docs, bench, deploy or
-examples) and every module of the package (its dotted name, perhaps with an attribute after it) that the
-documentation, the build files, or a comment or docstring of the code names exists."""
+examples) and every module of the package or of the tests (its dotted name, perhaps with an attribute after it)
+that the documentation, the build files, the tests' own files (npm packages, scripts, settings), or a comment or
+docstring of the code names exists."""
 
 import ast
 import importlib
@@ -18,7 +19,7 @@ FOLDERS = ("identity", "tests", "docs", "bench", "deploy", "examples")
 # A path of the repository, not part of a longer one (/srv/identity/..., a URL) nor of a word.
 PATH = re.compile(r"(?<![\w/.\-~$])((?:" + "|".join(FOLDERS) + r")/[\w./*\-]*)")
 # A dotted name that starts with the package's: a module, then perhaps one of its attributes.
-DOTTED = re.compile(r"(?<![\w/.\-])(identity(?:\.[A-Za-z_]\w*)+)")
+DOTTED = re.compile(r"(?<![\w/.\-])((?:identity|tests)(?:\.[A-Za-z_]\w*)+)")
 HOST_ENDINGS = ("com", "org", "net", "eth", "limo")
 
 
@@ -26,7 +27,10 @@ def text_files():
     """The files read whole: the documentation and the build and deployment files."""
     named = ["README.md", "Makefile", "setup.cfg", "pyproject.toml", "requirements.txt", "requirements-dev.txt",
              ".ci/run"]
-    return [ROOT / name for name in named] + sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "deploy").glob("*"))
+    tests_own = [path for path in sorted((ROOT / "tests").rglob("*")) if "node_modules" not in path.parts
+                 and (path.suffix in {".toml", ".mjs", ".ts", ".sol"} or path.name == "package.json")]
+    return ([ROOT / name for name in named] + sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "deploy").glob("*"))
+            + tests_own)
 
 
 def python_files():
@@ -131,11 +135,12 @@ def test_a_name_that_does_not_exist_is_found():
     # The checker itself must be able to fail: a comment and a docstring each naming one of each that exist and do not.
     source = (
         '"""See docs/keys.md and identity.core.keys.caller_of; not ' + "docs/" + 'gone.md nor identity.' + 'gone."""\n'
+        "# tests.common.live.free_port exists; " + "tests.common." + "gone does not\n"
         "# tests/conftest.py, identity/core/, bench/*.py; not " + "identity/" + "gone.py nor identity.core." + "gone\n"
     )
     missing = missing_names(words_of_python(source))
     assert sorted(missing) == sorted(["docs/" + "gone.md", "identity." + "gone", "identity/" + "gone.py",
-                                      "identity.core." + "gone"])
+                                      "identity.core." + "gone", "tests.common." + "gone"])
     # Not modules: an identity's fields, a host name, a name the code spells.
     assert missing_names("identity.creator.wallet at identity.example.com", fields={"creator"}) == []
     assert missing_names("the identity.boom logger", spelled={"identity.boom"}) == []

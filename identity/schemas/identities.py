@@ -85,7 +85,7 @@ class IdentityCreateSchema(Schema):
             "One-case hex, or mixed case passing its EIP-55 checksum (a failing checksum is 422). Only an Admin key may name another wallet.",
             "pattern": CREATOR_PATTERN,
             # What no pattern says: a mixed-case address passes its EIP-55 checksum (an annotation for
-            # tools that know it; tests/schemathesis_hooks.py teaches it to Schemathesis).
+            # tools that know it; tests/common/schemathesis_hooks.py teaches it to Schemathesis).
             "format": "eip55-address",
             "example": "0xd8da6bf26964af9d7eed9e03e53415d37aa96045",
         },

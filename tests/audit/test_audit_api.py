@@ -8,9 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from identity.core import keys
-from tests.conftest import ADMIN_WALLET, USER_WALLET
-
-from .helpers import assert_no_secret, entries, only, verified
+from tests.common.apps import ADMIN_WALLET, USER_WALLET
+from tests.common.audit import assert_no_secret, entries, only, verified
 
 OTHER_WALLET = "0x1111111111111111111111111111111111111111"
 UPSTREAM_KEY = "idsk_the-upstreams-own-key-never-in-the-log"

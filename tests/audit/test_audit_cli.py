@@ -13,9 +13,8 @@ from identity.core import audit, audit_retention, keys
 from identity.storage.audit import AuditChain, AuditEntry
 from identity.storage.database import db
 from identity.storage.models import utcnow
-from tests.conftest import ADMIN_WALLET, USER_WALLET
-
-from .helpers import assert_no_secret, entries, only, verified
+from tests.common.apps import ADMIN_WALLET, USER_WALLET
+from tests.common.audit import assert_no_secret, entries, only, verified
 
 ENTRIES = AuditEntry.__table__
 

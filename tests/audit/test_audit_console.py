@@ -4,10 +4,9 @@ with the session's Admin as the actor; and the Audit page with GET /audit's filt
 
 import re
 
-from tests.conftest import ADMIN_WALLET, USER_WALLET
-from tests.console.conftest import Console, form_value, sign_in
-
-from .helpers import assert_no_secret, entries, only
+from tests.common.apps import ADMIN_WALLET, USER_WALLET
+from tests.common.audit import assert_no_secret, entries, only
+from tests.common.console import Console, form_value, sign_in
 
 OTHER_WALLET = "0x1111111111111111111111111111111111111111"
 

@@ -3,9 +3,8 @@ an entry of its own via cli; the copy carries the log, whose chain verifies in t
 
 from sqlalchemy.engine import make_url
 
-from tests.conftest import USER_WALLET, make_app, migrate
-
-from .helpers import entries, only, verified
+from tests.common.apps import USER_WALLET, make_app, migrate
+from tests.common.audit import entries, only, verified
 
 
 def invoke(runner, *args):

@@ -6,14 +6,14 @@ import sys
 import time
 from pathlib import Path
 
-from .helpers import entries, verified
+from tests.common.audit import entries, verified
 
 COUNT = 40
 
 
 def test_two_processes_writing_at_once_keep_one_chain(app, database_url, tmp_path):
     go = tmp_path / "go"
-    nodes = [subprocess.Popen([sys.executable, "-m", "tests.audit.writer", database_url, name, str(COUNT), str(go)],
+    nodes = [subprocess.Popen([sys.executable, "-m", "tests.common.audit_writer", database_url, name, str(COUNT), str(go)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
              for name in ("a", "b")]
     deadline = time.monotonic() + 60

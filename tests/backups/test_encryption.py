@@ -6,9 +6,9 @@ import pytest
 
 from identity.config import settings_from_env
 from identity.storage.database import db
-from tests.backups.conftest import create_identities, feed_end
-from tests.backups.seaweed import BUCKET
 from tests.backups.test_round_trip import cli, take
+from tests.common.backups import create_identities, feed_end
+from tests.common.seaweed import BUCKET
 
 KEY = str(pyrage.x25519.Identity.generate())
 OTHER_KEY = str(pyrage.x25519.Identity.generate())

@@ -9,11 +9,11 @@ from sqlalchemy import text
 
 from identity.data.backups import archive
 from identity.storage.database import db
-from tests.backups.conftest import create_identities
-from tests.backups.cutoff import CutOff
-from tests.backups.seaweed import BUCKET, SECRET_KEY, Seaweed
 from tests.backups.test_round_trip import cli
-from tests.console.conftest import Console, sign_in
+from tests.common.backups import create_identities
+from tests.common.console import Console, sign_in
+from tests.common.cutoff import CutOff
+from tests.common.seaweed import BUCKET, SECRET_KEY, Seaweed
 
 WRONG_SECRET = "not-the-secret-but-long-enough-0123456789"
 
@@ -61,7 +61,7 @@ def test_a_missing_bucket_is_reported_and_never_created(backup_apps, database_ur
 
 
 def test_a_store_down_is_named_and_the_service_keeps_serving(backup_apps, database_url, monkeypatch, s3_env):
-    from tests.live import free_port
+    from tests.common.live import free_port
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     app = backup_apps(database_url)
@@ -147,7 +147,7 @@ def test_pg_dump_missing_or_older_than_the_server_is_said_clearly(backup_apps, d
 
 
 def test_a_missing_folder_target_is_reported_and_not_created(database_url, tmp_path):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
 
     app = make_app(database_url, IDENTITY_BACKUP_URL=str(tmp_path / "not-mounted"))
     result = cli(app, "backup")

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from tests.backups.conftest import create_identities, feed_end
-from tests.backups.seaweed import BUCKET
+from tests.common.backups import create_identities, feed_end
+from tests.common.seaweed import BUCKET
 
 
 def cli(app, *args):
@@ -98,7 +98,7 @@ def test_restore_into_a_fresh_database_brings_the_identities_back(backup_apps, d
 
 @pytest.mark.parametrize("path_style", ["plain", "file"])
 def test_a_folder_target_round_trips(database_url, tmp_path, path_style, backend):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
 
     folder = tmp_path / "offsite"
     folder.mkdir()

@@ -12,11 +12,11 @@ from sqlalchemy import select
 from identity.data.backups import runs, schedule
 from identity.storage.database import db
 from identity.storage.models import BackupRun
-from tests.backups.conftest import create_identities
-from tests.backups.seaweed import SECRET_KEY
 from tests.backups.test_faults import WRONG_SECRET, metric
 from tests.backups.test_round_trip import cli, take
-from tests.live import BIN, ROOT, LiveServer
+from tests.common.backups import create_identities
+from tests.common.live import BIN, ROOT, LiveServer
+from tests.common.seaweed import SECRET_KEY
 
 EVERY_SECOND = "* * * * * *"  # six fields: the sixth is seconds
 EVERY_TWO_SECONDS = "* * * * * */2"
@@ -56,7 +56,7 @@ def test_two_workers_and_a_second_node_take_one_backup_per_scheduled_time(databa
         node.send_signal(signal.SIGTERM)
         node.wait(20)
         server.stop()
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
 
     app = make_app(database_url, IDENTITY_BACKUP_URL=target)
     backups = listed(app)

@@ -1,4 +1,4 @@
-// Reads a CAR file with @ipld/car, and checks it as tests/test_snapshot.py asks: prints one JSON object.
+// Reads a CAR file with @ipld/car, and checks it as tests/data/test_snapshot.py asks: prints one JSON object.
 //   node check.mjs PATH.car
 import fs from 'node:fs'
 import { CarReader } from '@ipld/car'

@@ -2,7 +2,7 @@
 
 import re
 
-from tests.conftest import ADMIN_WALLET, USER_WALLET
+from tests.common.apps import ADMIN_WALLET, USER_WALLET
 
 KEY = re.compile(r"idsk_[A-Za-z0-9_-]{43}")
 

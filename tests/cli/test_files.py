@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 
 from identity import seed
-from tests.conftest import make_app
-from tests.live import flask_cli
+from tests.common.apps import make_app
+from tests.common.live import flask_cli
 
 
 def write_command(name, path):

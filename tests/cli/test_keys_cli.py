@@ -3,7 +3,7 @@
 import re
 
 from identity.core import key_use
-from tests.conftest import USER_WALLET
+from tests.common.apps import USER_WALLET
 
 KEY = re.compile(r"idsk_[A-Za-z0-9_-]{43}")
 

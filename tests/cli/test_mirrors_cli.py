@@ -10,8 +10,8 @@ import uuid
 from identity.data import mirrors
 from identity.storage.database import db
 from identity.storage.models import Lease
-from tests.live import BIN, ROOT
-from tests.mirroring import LyingUpstream, doc, entry
+from tests.common.live import BIN, ROOT
+from tests.common.mirroring import LyingUpstream, doc, entry
 
 UPSTREAM_KEY = "idsk_the-upstreams-key-printed-nowhere"
 

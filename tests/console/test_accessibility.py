@@ -1,12 +1,12 @@
 """Every console page in Chromium at 390 and 1,280 pixels wide: axe-core finds nothing serious or critical, nothing
 is wider than the window, and every control is reached by the keyboard. The screenshots of docs/console.md
-are taken here (see tests/console/browser.py for where they go)."""
+are taken here (see tests/common/browser.py for where they go)."""
 
 import pytest
 import requests
 
-from tests.conftest import OTHER_WALLET
-from tests.console.browser import (
+from tests.common.apps import OTHER_WALLET
+from tests.common.browser import (
     ARGS,
     CHROMIUM,
     WAIT_MS,

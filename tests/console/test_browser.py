@@ -10,8 +10,8 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 
 from identity.core import siwe
-from tests.conftest import OTHER_WALLET
-from tests.console.browser import (
+from tests.common.apps import OTHER_WALLET
+from tests.common.browser import (
     ARGS,
     CHROMIUM,
     WAIT_MS,
@@ -22,7 +22,7 @@ from tests.console.browser import (
     serious_violations,
     sign_in,
 )
-from tests.receiver import Receiver
+from tests.common.receiver import Receiver
 from tests.wallets import address_of, private_key
 
 MARKUP = "<img src=x onerror=alert(1)>"

@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 
 from identity.storage.database import db
 from identity.storage.models import Mirror, utcnow
-from tests.console.conftest import form_value
+from tests.common.console import form_value
 
 UPSTREAM_KEY = "idsk_upstream-key-never-shown-anywhere"
 NEW_KEY = "idsk_the-replacement-key-never-shown-either"

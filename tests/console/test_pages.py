@@ -15,8 +15,8 @@ from sqlalchemy import update
 from identity.storage import MIGRATIONS
 from identity.storage.database import db
 from identity.storage.models import Mirror, Webhook, WebhookDelivery, utcnow
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
-from tests.console.conftest import form_value
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+from tests.common.console import form_value
 from tests.wallets import address_of, private_key, sign_typed_data
 
 CREATOR_PRIVATE_KEY = private_key("console creator")

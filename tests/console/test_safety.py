@@ -11,8 +11,8 @@ from sqlalchemy import update
 from identity.core import keys, sessions
 from identity.storage.database import db
 from identity.storage.models import ApiKey
-from tests.conftest import ADMIN_WALLET
-from tests.console.conftest import ORIGIN, form_value
+from tests.common.apps import ADMIN_WALLET
+from tests.common.console import ORIGIN, form_value
 
 CHANGES = ("/admin/keys", {"wallet": "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB"})
 

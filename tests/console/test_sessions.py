@@ -9,8 +9,8 @@ from sqlalchemy import update
 from identity.core import keys
 from identity.storage.database import db
 from identity.storage.models import ConsoleSession, utcnow
-from tests.conftest import ADMIN_WALLET
-from tests.console.conftest import ORIGIN, form_value, sign_in
+from tests.common.apps import ADMIN_WALLET
+from tests.common.console import ORIGIN, form_value, sign_in
 
 
 def cookie_header(response, name):

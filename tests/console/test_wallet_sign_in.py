@@ -13,7 +13,7 @@ from eth_utils import is_checksum_address, to_checksum_address
 from identity.core import keys, siwe, users
 from identity.storage.database import db
 from identity.storage.models import ApiKey, SpentNonce, User
-from tests.console.conftest import ORIGIN, form_value
+from tests.common.console import ORIGIN, form_value
 from tests.wallets import address_of, private_key, sign_messages, siwe_message
 
 DOMAIN = "localhost"  # the test client's host, as the browser's page would name it

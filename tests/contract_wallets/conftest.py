@@ -7,10 +7,8 @@ import pytest
 from eth_utils import to_checksum_address
 
 from tests import wallets
-from tests.contract_wallets.chain import OWNER_KEYS, Anvil
+from tests.common.chain import HOME_CHAIN, OTHER_CHAIN, OWNER_KEYS, Anvil
 from tests.data.conftest import instance_databases  # noqa: F401 (the data tests' fixture: more instances)
-
-HOME_CHAIN, OTHER_CHAIN = 31337, 31338
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,9 @@ import pytest
 from identity.core import keys
 from identity.data import exports, mirror_batches, mirrors
 from identity.storage.database import db
-from tests.conftest import ADMIN_WALLET, make_app, migrate
-from tests.contract_wallets.chain import OWNER_KEYS, STRANGER_KEY
-from tests.contract_wallets.conftest import HOME_CHAIN, OTHER_CHAIN
-from tests.contract_wallets.faulty_rpc import FaultyRpc
+from tests.common.apps import ADMIN_WALLET, make_app, migrate
+from tests.common.chain import HOME_CHAIN, OTHER_CHAIN, OWNER_KEYS, STRANGER_KEY
+from tests.common.faulty_rpc import FaultyRpc
 from tests.contract_wallets.test_signin import closed_port_url, sign
 
 OWNER0, OWNER1, OWNER2 = OWNER_KEYS

@@ -9,10 +9,9 @@ import subprocess
 
 import pytest
 
-from tests.contract_wallets.chain import OWNER_KEYS
-from tests.contract_wallets.conftest import HOME_CHAIN
+from tests.common.chain import HOME_CHAIN, OWNER_KEYS
+from tests.common.live import ROOT
 from tests.contract_wallets.test_authorship import CASES, LIMITS, signed_bodies
-from tests.live import ROOT
 from tests.wallets import HERE, siwe_message
 
 KEYS_DOC = ROOT / "docs" / "keys.md"
@@ -44,7 +43,7 @@ def run_node(script, **env):
 
 
 def test_the_documented_safe_signature_signs_a_safe_in(database_url, chains):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
     client = make_app(database_url, IDENTITY_SIWE_DOMAIN=DOMAIN, IDENTITY_ETH_RPC_URLS=dict(chains.urls)).test_client()
     nonce = client.get("/auth/nonce").get_json()["nonce"]
     message = siwe_message(DOMAIN, chains.wallets.safe2of3, nonce, chain_id=HOME_CHAIN)

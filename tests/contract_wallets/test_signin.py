@@ -8,9 +8,8 @@ import pytest
 from eth_account import Account
 from eth_account.messages import encode_defunct
 
-from tests.contract_wallets.chain import OWNER_KEYS, STRANGER_KEY
-from tests.contract_wallets.conftest import HOME_CHAIN, OTHER_CHAIN
-from tests.contract_wallets.faulty_rpc import FaultyRpc
+from tests.common.chain import HOME_CHAIN, OTHER_CHAIN, OWNER_KEYS, STRANGER_KEY
+from tests.common.faulty_rpc import FaultyRpc
 from tests.wallets import address_of, siwe_message
 
 DOMAIN = "identity.example.com"
@@ -149,7 +148,7 @@ def app_with_endpoint(make, database_url, url):
 
 
 def test_no_endpoint_for_the_chain_is_a_401_at_check_6_naming_the_chain_and_the_setting(database_url, chains):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
     app = make_app(database_url, IDENTITY_SIWE_DOMAIN=DOMAIN, IDENTITY_RATELIMIT_SIGNIN="100000/minute",
                    IDENTITY_ETH_RPC_URLS={OTHER_CHAIN: chains.other.url})
     client = app.test_client()
@@ -165,7 +164,7 @@ def test_no_endpoint_for_the_chain_is_a_401_at_check_6_naming_the_chain_and_the_
                                    "/noresult"])
 def test_an_endpoint_that_fails_is_a_503_with_retry_after_naming_the_chain_never_a_sign_in(database_url, chains,
                                                                                           faulty, fault):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
     url = closed_port_url() if fault == "closed" else faulty.url + fault
     client = app_with_endpoint(make_app, database_url, url).test_client()
     message = siwe_message(DOMAIN, chains.wallets.safe1of1, new_nonce(client), chain_id=HOME_CHAIN)
@@ -182,7 +181,7 @@ def test_an_endpoint_that_fails_is_a_503_with_retry_after_naming_the_chain_never
 
 
 def test_an_ordinary_wallet_signs_in_while_its_chains_endpoint_is_down(database_url):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
     client = app_with_endpoint(make_app, database_url, closed_port_url()).test_client()
     message = siwe_message(DOMAIN, address_of(OWNER1), new_nonce(client), chain_id=HOME_CHAIN)
     signature = "0x" + Account.sign_message(encode_defunct(text=message), OWNER1).signature.hex().removeprefix("0x")
@@ -191,7 +190,7 @@ def test_an_ordinary_wallet_signs_in_while_its_chains_endpoint_is_down(database_
 
 @pytest.mark.parametrize("revert", ["/revert", "/revert-32000"])
 def test_a_call_that_reverts_is_the_wallets_no_a_401_not_a_fault(database_url, chains, faulty, revert):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
     client = app_with_endpoint(make_app, database_url, faulty.url + revert).test_client()
     message = siwe_message(DOMAIN, chains.wallets.safe1of1, new_nonce(client), chain_id=HOME_CHAIN)
     response = sign_in(client, message, safe_signature(chains, message))

@@ -11,7 +11,7 @@ from identity import seed
 from identity.core import content
 from identity.storage.database import db
 from identity.storage.models import OFF_CHAIN, Identity, new_id, utcnow
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
 
 
 @pytest.fixture

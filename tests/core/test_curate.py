@@ -5,7 +5,7 @@ import json
 import pytest
 
 from identity.storage.models import MAX_UINT256
-from tests.conftest import ADMIN_WALLET, USER_WALLET
+from tests.common.apps import ADMIN_WALLET, USER_WALLET
 
 IMMUTABLE = "content is immutable: its id is its address; create a new identity"
 

@@ -11,7 +11,7 @@ from identity.core import keys
 from identity.seed import create_identity, set_status
 from identity.storage.database import db
 from identity.storage.models import Change
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 ENTRY_KEYS = {"seq", "identity_id", "at", "wallet", "kind", "fields"}

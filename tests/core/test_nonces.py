@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from identity.core import nonces, siwe
 from identity.storage.database import db, write_transaction
 from identity.storage.models import ServiceSecret, SpentNonce
-from tests.conftest import make_app
+from tests.common.apps import make_app
 
 
 def test_a_nonce_is_letters_and_digits_the_grammar_accepts_carrying_over_96_random_bits(app):

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 import pytest
 
 from identity import seed
-from tests.conftest import USER_WALLET
+from tests.common.apps import USER_WALLET
 
 
 @pytest.fixture

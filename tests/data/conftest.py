@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from identity.data import follower
-from tests.conftest import migrate
+from tests.common.apps import migrate
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import time
 import pytest
 import requests
 
-from tests.conftest import ADMIN_WALLET
-from tests.live import BIN, ROOT, LiveServer, flask_cli
+from tests.common.apps import ADMIN_WALLET
+from tests.common.live import BIN, ROOT, LiveServer, flask_cli
 
 WRITERS = 4
 

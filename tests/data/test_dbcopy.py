@@ -14,8 +14,8 @@ from identity.core import keys
 from identity.data import copy as dbcopy
 from identity.storage.database import db
 from identity.storage.models import Change, Identity, User
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app, migrate, without_last_login
-from tests.live import BIN, ROOT, LiveServer
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app, migrate, without_last_login
+from tests.common.live import BIN, ROOT, LiveServer
 
 
 @pytest.fixture

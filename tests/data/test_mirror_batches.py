@@ -10,7 +10,7 @@ from identity.core import content
 from identity.data import exports, mirror_batches, mirrors
 from identity.storage.database import db
 from identity.storage.models import Change, Identity, Mirror
-from tests.mirroring import (
+from tests.common.mirroring import (
     CREATOR,
     doc,
     entry,

@@ -7,7 +7,7 @@ import pytest
 
 from identity.core import content
 from identity.data import mirrors
-from tests.mirroring import LyingUpstream, doc, entry, forged, sign, stored, tampered, wait_for, wrong_id
+from tests.common.mirroring import LyingUpstream, doc, entry, forged, sign, stored, tampered, wait_for, wrong_id
 
 UPSTREAM_KEY = "idsk_what-the-lying-upstream-is-sent"
 

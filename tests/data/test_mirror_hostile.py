@@ -1,5 +1,5 @@
 """What a hostile upstream cannot do to its mirror (the contract's "Mirroring another instance"): against a
-real HTTP server on 127.0.0.1 (tests.hostile_upstream) that sends an event that never ends, a page far
+real HTTP server on 127.0.0.1 (tests.common.hostile_upstream) that sends an event that never ends, a page far
 larger than asked for, entries that cannot be stored and entries out of order, the follower reads a
 bounded amount, logs a bounded number of lines, rejects and counts what it cannot store and goes on,
 and shows a failure that repeats on the mirror's row."""
@@ -14,8 +14,8 @@ from sqlalchemy import text
 from identity.data import follower, mirror_batches, mirrors
 from identity.data.upstream import MAX_EVENT_BYTES, PAGE, Upstream, UpstreamError
 from identity.storage.database import db
-from tests.hostile_upstream import HostileUpstream
-from tests.mirroring import doc, entry, state, stored, tampered, wait_for
+from tests.common.hostile_upstream import HostileUpstream
+from tests.common.mirroring import doc, entry, state, stored, tampered, wait_for
 
 KEY = "idsk_what-the-hostile-upstream-is-sent"
 POISON_AT = "0001-01-01T00:00:00+14:00"  # RFC 3339, but before year 1 once in UTC

@@ -12,8 +12,8 @@ from bench.portable import export_lines
 from identity.core import keys
 from identity.data import exports, imports, mirrors
 from identity.storage.database import db
-from tests.conftest import ADMIN_WALLET, make_app
-from tests.live import LiveServer
+from tests.common.apps import ADMIN_WALLET, make_app
+from tests.common.live import LiveServer
 
 MIRROR_ENV = {
     # A killed follower's lease is taken over within seconds, and a retry comes within a second.

@@ -21,8 +21,8 @@ from identity.data.plain_lines import load_common
 from identity.schemas import identity_import_schema
 from identity.storage.database import db
 from identity.storage.models import Change, Identity, User
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, make_app, migrate, restore_ctrl_c
-from tests.live import BIN, ROOT
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, make_app, migrate, restore_ctrl_c
+from tests.common.live import BIN, ROOT
 
 BIG = str(2**200 + 7)
 

@@ -19,10 +19,10 @@ import pytest
 import requests
 
 from identity.storage.database import db
-from tests.conftest import make_app
-from tests.live import BIN, ROOT, LiveServer, flask_cli, free_port
-from tests.pasted import DOCS, Shell, blocks, project_folder
-from tests.receiver import Receiver
+from tests.common.apps import make_app
+from tests.common.live import BIN, ROOT, LiveServer, flask_cli, free_port
+from tests.common.pasted import DOCS, Shell, blocks, project_folder
+from tests.common.receiver import Receiver
 
 WEBHOOK_ENV = {
     "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": "1",

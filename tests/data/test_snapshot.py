@@ -17,8 +17,8 @@ from identity.data import exports
 from identity.data import snapshot as car
 from identity.storage.database import db
 from identity.storage.models import Identity
-from tests.conftest import make_app, migrate
-from tests.live import ROOT
+from tests.common.apps import make_app, migrate
+from tests.common.live import ROOT
 
 CAR_READER = ROOT / "tests" / "car"  # package.json and package-lock.json pin @ipld/car and its codecs
 MIB = 1024 * 1024

@@ -4,7 +4,7 @@ checked for a seq before anything else, and every refusal an UpstreamError that 
 import pytest
 
 from identity.data.upstream import EventParser, Upstream, UpstreamError, checked_entry
-from tests.mirroring import LyingUpstream, doc, entry
+from tests.common.mirroring import LyingUpstream, doc, entry
 
 KEY = "idsk_the-key-no-message-repeats"
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.live import LiveServer, start_all
+from tests.common.live import LiveServer, start_all
 
 WRITERS = 6
 CREATES_PER_WRITER = 25

@@ -8,8 +8,8 @@ from datetime import datetime
 import pytest
 import requests
 
-from tests.conftest import ADMIN_WALLET, USER_WALLET
-from tests.live import LiveServer, prepare_database
+from tests.common.apps import ADMIN_WALLET, USER_WALLET
+from tests.common.live import LiveServer, prepare_database
 
 CACHE_SECONDS = 2
 GRACE_SECONDS = 8

@@ -16,7 +16,7 @@ from identity.core import keys
 from identity.feed import live
 from identity.storage.database import db
 from identity.storage.models import ApiKey
-from tests.conftest import ADMIN_WALLET, make_app
+from tests.common.apps import ADMIN_WALLET, make_app
 
 EVENT_STREAM = "text/event-stream"
 # A generous bound for "answered because an entry committed": far below the long poll's own timeout.

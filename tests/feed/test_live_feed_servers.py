@@ -20,9 +20,9 @@ from httpx_sse import connect_sse
 from identity import seed
 from identity.core import keys
 from identity.storage.database import db
-from tests.conftest import make_app
-from tests.live import LiveServer, flask_cli, start_all
-from tests.streams import Streams
+from tests.common.apps import make_app
+from tests.common.live import LiveServer, flask_cli, start_all
+from tests.common.streams import Streams
 
 # Generous bounds that prove a push (the contract's is 1 s; medians go to bench/streams.py).
 PUSHED_WITHIN = 5

@@ -12,8 +12,8 @@ import pytest
 
 from identity.feed.receiver import TIMEOUT, Receiver
 from identity.feed.webhooks import new_secret
-from tests.conftest import make_app
-from tests.live import free_port
+from tests.common.apps import make_app
+from tests.common.live import free_port
 
 
 @pytest.fixture(params=[True, False], ids=["private allowed", "public only"])

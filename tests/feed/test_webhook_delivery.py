@@ -9,9 +9,9 @@ import time
 import pytest
 
 from identity.feed import delivery
-from tests.conftest import ADMIN_WALLET, make_app
-from tests.live import BIN, ROOT, free_port
-from tests.receiver import Receiver, check_every_entry_in_order
+from tests.common.apps import ADMIN_WALLET, make_app
+from tests.common.live import BIN, ROOT, free_port
+from tests.common.receiver import Receiver, check_every_entry_in_order
 
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 
@@ -355,7 +355,7 @@ def test_the_lease_has_one_holder_until_it_expires_or_is_released(app):
 @pytest.mark.serial
 @pytest.mark.skipif(not os.environ.get("IDENTITY_TEST_POSTGRES_CTL"), reason="set IDENTITY_TEST_POSTGRES_CTL to the test server's pg_ctl -D ... command")
 def test_deliveries_resume_after_the_database_went_away_and_came_back(keyed, admin_key):
-    from tests import postgres
+    from tests.common import postgres
 
     with Receiver(delay=0.02) as receiver:
         webhook = register(keyed, admin_key, receiver.url)

@@ -12,8 +12,8 @@ import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from tests.live import LiveServer, start_all
-from tests.receiver import Receiver, check_every_entry_in_order
+from tests.common.live import LiveServer, start_all
+from tests.common.receiver import Receiver, check_every_entry_in_order
 
 WEBHOOK_ENV = {
     "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": "1",

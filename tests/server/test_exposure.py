@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.conftest import ADMIN_WALLET
-from tests.exposure import NGINX, NGINX_SITE, HeldClients, Nginx, exchange, slow_request, worst_get_latency
-from tests.live import LiveServer, flask_cli
+from tests.common.apps import ADMIN_WALLET
+from tests.common.exposure import NGINX, NGINX_SITE, HeldClients, Nginx, exchange, slow_request, worst_get_latency
+from tests.common.live import LiveServer, flask_cli
 
 # The scenario: 200 clients sending a header a byte a second, 50 saying nothing.
 SLOW, SILENT = 200, 50

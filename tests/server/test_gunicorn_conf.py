@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.live import BIN, ROOT, LiveServer
+from tests.common.live import BIN, ROOT, LiveServer
 
 OVERRIDES = (
     "HOST", "PORT", "GUNICORN_BIND", "WEB_CONCURRENCY", "GUNICORN_WORKER_CLASS", "GUNICORN_THREADS",

@@ -14,9 +14,9 @@ import pytest
 import requests
 from sqlalchemy.engine import make_url
 
-from tests import postgres
-from tests.conftest import without_last_login
-from tests.live import LiveServer, start_all
+from tests.common import postgres
+from tests.common.apps import without_last_login
+from tests.common.live import LiveServer, start_all
 
 CLIENTS = 16
 DISTINCT = 1200  # plus one repeat for every four: 1500 creates, a fifth of which repeat earlier content

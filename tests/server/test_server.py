@@ -6,14 +6,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from tests.conftest import ADMIN_WALLET
-from tests.live import LiveServer
+from tests.common.apps import ADMIN_WALLET
+from tests.common.live import LiveServer
 
 KEY_CACHE_SECONDS = 1
 
 
 def test_rotation_and_revocation_take_effect_in_every_worker_within_the_key_cache_time(database_path, issue_key):
-    from tests.live import flask_cli
+    from tests.common.live import flask_cli
 
     old_key = issue_key(ADMIN_WALLET, "Admin")
     database_url = f"sqlite:///{database_path}"

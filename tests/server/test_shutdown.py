@@ -12,8 +12,8 @@ import time
 
 import requests
 
-from tests.conftest import ADMIN_WALLET
-from tests.live import LiveServer, flask_cli
+from tests.common.apps import ADMIN_WALLET
+from tests.common.live import LiveServer, flask_cli
 
 CLIENTS = 8
 

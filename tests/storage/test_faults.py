@@ -10,8 +10,8 @@ import pytest
 import requests
 
 from identity.storage.database import db
-from tests.conftest import ADMIN_WALLET, USER_WALLET, make_app
-from tests.live import LiveServer, flask_cli
+from tests.common.apps import ADMIN_WALLET, USER_WALLET, make_app
+from tests.common.live import LiveServer, flask_cli
 
 # Holds SQLite's write lock until killed, as another process's long write would.
 LOCKER = (

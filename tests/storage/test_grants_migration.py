@@ -8,7 +8,7 @@ from sqlalchemy import column, insert, select, table
 
 from identity.storage.database import db
 from identity.storage.models import User
-from tests.conftest import make_app
+from tests.common.apps import make_app
 
 AT = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 # Each user's keys before the migration, as (scope, created_by), and the grant it must have after.

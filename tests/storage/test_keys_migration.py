@@ -7,7 +7,7 @@ from flask_migrate import downgrade, upgrade
 from sqlalchemy import column, insert, table
 
 from identity.storage.database import db
-from tests.conftest import USER_WALLET, make_app
+from tests.common.apps import USER_WALLET, make_app
 
 OLD_KEY = "idsk_" + "k" * 43
 AT = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)

@@ -17,8 +17,8 @@ from identity import create_app
 from identity.storage import MIGRATIONS
 from identity.storage.database import db
 from identity.storage.models import MAX_UINT256, Identity, User
-from tests.conftest import make_app
-from tests.live import flask_cli
+from tests.common.apps import make_app
+from tests.common.live import flask_cli
 
 TABLES = {"users", "api_keys", "identities", "alembic_version"}
 

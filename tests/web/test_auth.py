@@ -10,7 +10,7 @@ from sqlalchemy.engine import make_url
 from identity.core import keys
 from identity.storage.database import db
 from identity.storage.models import ApiKey
-from tests.conftest import USER_WALLET
+from tests.common.apps import USER_WALLET
 
 UNKNOWN = "did:identity:ipfs:bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
 ROUTES = [("GET", "/identity/did:identity:ipfs:x"), ("GET", "/identities/x"), ("POST", "/identity"), ("POST", "/identities")]
@@ -95,7 +95,7 @@ def test_key_of_a_revoked_wallet_stops_working_at_once(app, client, user_key):
 
 @pytest.mark.parametrize("app_config", [{"IDENTITY_KEY_CACHE_SECONDS": 1}])
 def test_a_key_revoked_by_another_process_stops_working_within_the_cache_time(app, client, user_key, database_url):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
 
     assert call(client, "POST", "/identity", user_key).status_code == 201  # looked up, then trusted
     looked_up = time.monotonic()
@@ -118,7 +118,7 @@ def test_a_key_revoked_in_this_process_stops_working_at_once(app, client, user_k
 
 
 def test_a_full_key_cache_drops_its_least_recently_used_lookup_not_all(database_url, monkeypatch):
-    from tests.conftest import ADMIN_WALLET, OTHER_WALLET, make_app
+    from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, make_app
 
     monkeypatch.setattr(keys, "MAX_CACHED_KEYS", 2)
     app = make_app(database_url)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from tests.conftest import ADMIN_WALLET
-from tests.exposure import exchange
-from tests.live import LiveServer, flask_cli
+from tests.common.apps import ADMIN_WALLET
+from tests.common.exposure import exchange
+from tests.common.live import LiveServer, flask_cli
 
 LIMIT = 64 * 1024
 

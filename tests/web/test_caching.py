@@ -10,7 +10,7 @@ from sqlalchemy import update
 from identity.core import key_use, keys
 from identity.storage.database import db
 from identity.storage.models import User
-from tests.conftest import USER_WALLET
+from tests.common.apps import USER_WALLET
 
 
 @pytest.fixture

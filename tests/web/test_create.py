@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from identity.storage.database import db
 from identity.storage.models import User
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
 
 CONTRACT_KEYS = {
     "id", "identity_id", "identity_hash", "vault_id", "display_name", "description", "image",

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 import pytest
 import requests
 
-from tests.live import ROOT
+from tests.common.live import ROOT
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(

@@ -7,8 +7,8 @@ import time
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests import postgres
-from tests.conftest import make_app
+from tests.common import postgres
+from tests.common.apps import make_app
 
 
 def test_unknown_path_is_404_problem(client):

@@ -7,7 +7,7 @@ from sqlalchemy import update
 
 from identity.storage.database import db
 from identity.storage.models import MAX_UINT256, Identity
-from tests.conftest import without_last_login
+from tests.common.apps import without_last_login
 
 
 def test_get_returns_what_create_returned_but_for_last_login(client, create, user_key):

@@ -26,7 +26,7 @@ from openapi_spec_validator import validate
 from identity.seed import new_wallet
 from tests.clients import generator_scenario
 from tests.clients.scenario import PACKAGE, STEPS, Scenario
-from tests.live import BIN, ROOT, LiveServer, flask_cli, prepare_database
+from tests.common.live import BIN, ROOT, LiveServer, flask_cli, prepare_database
 
 TS = ROOT / "tests" / "clients" / "ts"
 # Few creates a minute: the scenario's `limited` key runs out (429); the others stay within it.

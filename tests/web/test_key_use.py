@@ -13,8 +13,8 @@ from sqlalchemy import select, update
 from identity.core import key_use, keys, sessions
 from identity.storage.database import db
 from identity.storage.models import ApiKey, User, utcnow
-from tests.conftest import ADMIN_WALLET, USER_WALLET
-from tests.live import LiveServer, flask_cli
+from tests.common.apps import ADMIN_WALLET, USER_WALLET
+from tests.common.live import LiveServer, flask_cli
 
 
 def last_login(app, wallet):
@@ -87,7 +87,7 @@ def test_a_keys_use_is_written_at_most_once_an_interval(app, client, user_key):
 
 
 def test_two_processes_write_a_keys_use_once_an_interval_between_them(app, database_url, user_key):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
 
     other = make_app(database_url)
     try:

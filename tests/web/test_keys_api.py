@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 from identity.core import key_use
 from identity.storage.database import db
 from identity.storage.models import ApiKey, utcnow
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
 
 KEY = re.compile(r"idsk_[A-Za-z0-9_-]{43}")
 READ_ONLY = "This API key is read-only"

@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from identity.config import settings_from_env
-from tests.conftest import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
-from tests.live import LiveServer, free_port
+from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+from tests.common.live import LiveServer, free_port
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ def test_defaults():
 
 
 def test_an_unreachable_shared_storage_falls_back_to_counting_in_the_process(database_path, user_key):
-    from tests.conftest import make_app
+    from tests.common.apps import make_app
 
     app = make_app(
         database_path,

@@ -14,8 +14,8 @@ from sqlalchemy import select
 from identity.storage.database import db
 from identity.storage.models import ApiKey
 from identity.web import limits, logs
-from tests.conftest import USER_WALLET
-from tests.live import LiveServer
+from tests.common.apps import USER_WALLET
+from tests.common.live import LiveServer
 
 
 @pytest.fixture

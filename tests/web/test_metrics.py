@@ -8,8 +8,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from identity.config import settings_from_env
-from tests.conftest import USER_WALLET
-from tests.live import LiveServer
+from tests.common.apps import USER_WALLET
+from tests.common.live import LiveServer
 
 ROUTE = "/identity/<identity_id:identity_id>"
 

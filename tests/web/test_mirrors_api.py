@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from tests.mirroring import doc, entry
+from tests.common.mirroring import doc, entry
 
 UPSTREAM_KEY = "idsk_the-upstreams-own-key-never-shown"
 SHOWN = {"id", "name", "url", "active", "position", "upstream_head", "lag_entries", "lag_seconds", "applied",

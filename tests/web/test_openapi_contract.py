@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import USER_WALLET
+from tests.common.apps import USER_WALLET
 
 OPERATION_IDS = {
     ("/identity/{identity_id}", "get"): "getIdentity",

@@ -11,7 +11,7 @@ import subprocess
 
 import requests
 
-from tests.live import BIN, ROOT
+from tests.common.live import BIN, ROOT
 
 SEED = 20261121
 BUDGET_SECONDS = 30
@@ -56,8 +56,8 @@ def test_schemathesis_finds_no_failure_with_every_check_on_valid_and_invalid_dat
         "--report-junit-path", REPORTS / "junit.xml",
         "--no-color",
     ]
-    # The creator's format, eip55-address, which Schemathesis learns from tests/schemathesis_hooks.py.
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks", "PYTHONPATH": str(ROOT)}
+    # The creator's format, eip55-address, which Schemathesis learns from tests/common/schemathesis_hooks.py.
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.common.schemathesis_hooks", "PYTHONPATH": str(ROOT)}
     run = subprocess.run(
         [str(part) for part in command], check=False, cwd=tmp_path, capture_output=True, text=True,
         timeout=BUDGET_SECONDS + 60, env=env,

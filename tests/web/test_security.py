@@ -2,7 +2,7 @@
 
 import subprocess
 
-from tests.live import BIN, ROOT
+from tests.common.live import BIN, ROOT
 
 
 def test_bandit_finds_nothing_of_medium_severity_or_above():

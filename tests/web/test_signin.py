@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from identity.config import settings_from_env
-from tests.conftest import make_app
+from tests.common.apps import make_app
 from tests.wallets import address_of, private_key, sign_messages, siwe_message
 
 DOMAIN = "identity.example.com"

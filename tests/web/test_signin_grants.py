@@ -7,7 +7,7 @@ import pytest
 from eth_account import Account
 from eth_account.messages import encode_defunct
 
-from tests.conftest import ADMIN_WALLET
+from tests.common.apps import ADMIN_WALLET
 from tests.wallets import address_of, private_key, siwe_message
 
 DOMAIN = "identity.example.com"

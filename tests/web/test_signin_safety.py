@@ -14,7 +14,7 @@ from sqlalchemy import func, inspect, select, table, update
 
 from identity.storage.database import db
 from identity.storage.models import SpentNonce
-from tests.conftest import make_app
+from tests.common.apps import make_app
 from tests.wallets import address_of, private_key, siwe_message
 
 DOMAIN = "identity.example.com"

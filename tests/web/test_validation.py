@@ -1,11 +1,11 @@
-"""The create body's rules: each bad input is a clear 4xx problem, and nothing is stored."""
+"""The create body over HTTP: each bad input is a clear 4xx problem, and nothing is stored. Each field's rules, one
+by one, are tests/schemas/test_identity_fields.py's."""
 
 import json
-import unicodedata
 
 import pytest
 
-from tests.conftest import USER_WALLET
+from tests.common.apps import USER_WALLET
 
 LONG_URL = "https://example.org/" + "a" * (2048 - len("https://example.org/"))
 
@@ -29,44 +29,11 @@ def assert_problem(response, status):
 @pytest.mark.parametrize(
     "field, value",
     [
-        ("display_name", ""),
         ("display_name", "   "),
-        ("display_name", "x" * 257),
-        ("display_name", "bell\x07"),
-        ("display_name", "line\nbreak"),
-        ("display_name", "nul\x00"),
-        ("display_name", "\ud800"),
-        ("display_name", None),
-        ("display_name", 5),
-        ("display_name", ["a"]),
-        ("description", "x" * 4097),
-        ("description", "nul\x00"),
         ("description", "escape\x1b"),
-        ("description", "del\x7f"),
-        ("description", 1.5),
-        ("image", "ftp://example.org/a.png"),
-        ("image", "https://"),
-        ("image", "https:///path-only"),
-        ("image", "/relative.png"),
-        ("image", "example.org/a.png"),
-        ("image", "https://exa mple.org/a.png"),
-        ("image", "https://example.org/a\u2003b.png"),
-        ("image", "https://example.org:99999/a.png"),
         ("image", "javascript:alert(1)"),
-        ("image", "ipfs://"),
-        ("image", LONG_URL + "a"),
-        ("image", ""),
-        ("image", {"url": "https://example.org"}),
-        ("external_reference", "ipfs://bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"),
         ("external_reference", "mailto:someone@example.org"),
-        ("external_reference", "https://[::1"),
-        ("external_reference", True),
         ("creator", "0x123"),
-        ("creator", "fB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"),
-        ("creator", "0XfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"),
-        ("creator", "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d35g"),
-        ("creator", "0xFb6916095ca1df60bB79Ce92cE3Ea74c37c5d359"),
-        ("creator", 1234),
     ],
 )
 def test_bad_field_is_422_naming_it(client, user_key, field, value):
@@ -196,24 +163,6 @@ def test_uppercase_creator_address_is_accepted_and_checksummed(create):
     response = create({"display_name": "Upper", "creator": "0x" + USER_WALLET[2:].upper()})
     assert response.status_code == 201
     assert response.get_json()["creator"]["wallet"] == USER_WALLET
-
-
-@pytest.mark.parametrize("allowed", ["", "\n\r\t"])
-def test_the_character_check_is_unicodes_control_and_surrogate_categories_for_every_code_point(allowed):
-    from identity.schemas.fields import _bad_characters
-
-    for code in range(0x110000):
-        char = chr(code)
-        expected = unicodedata.category(char) in ("Cc", "Cs") and char not in allowed
-        assert _bad_characters(f"a{char}b", allowed) is expected, hex(code)
-
-
-def test_the_url_white_space_check_is_str_isspace_for_every_code_point():
-    from identity.schemas.fields import _WHITE_SPACE
-
-    for code in range(0x110000):
-        char = chr(code)
-        assert (_WHITE_SPACE.search(f"a{char}b") is not None) is char.isspace(), hex(code)
 
 
 def test_a_run_of_more_than_30_combining_marks_is_422_before_normalizing(create):

@@ -5,7 +5,7 @@ meets a store that went away mid-upload, as when its machine stops."""
 import socket
 import threading
 
-from tests.live import free_port
+from tests.common.live import free_port
 
 
 class CutOff:

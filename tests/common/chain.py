@@ -9,8 +9,11 @@ import time
 import orjson
 import urllib3
 
-from tests.live import free_port
+from tests.common.live import free_port
 from tests.wallets import HERE, private_key
+
+# HOME, where the contract wallets are deployed, and OTHER, a chain where none is.
+HOME_CHAIN, OTHER_CHAIN = 31337, 31338
 
 ANVIL = HERE / "node_modules" / "@foundry-rs" / "anvil-linux-amd64" / "bin" / "anvil"
 # The wallets' owners: owners[0] alone owns the 1-of-1 Safe and the OwnerWallet.sol wallets; owners[0..2] the

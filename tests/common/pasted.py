@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.live import ROOT
+from tests.common.live import ROOT
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

@@ -16,7 +16,7 @@ from identity.core import authorship, content
 from identity.data import mirrors
 from identity.storage.database import db
 from identity.storage.models import Identity
-from tests.loopback import Loopback
+from tests.common.loopback import Loopback
 
 CREATOR_KEY = "0x" + keccak(b"tests/mirroring creator").hex()
 CREATOR = Account.from_key(CREATOR_KEY).address

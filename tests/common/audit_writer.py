@@ -1,4 +1,4 @@
-"""A node of the audit log's two-node test (test_audit_nodes.py): `python -m tests.audit.writer DATABASE_URL NAME
+"""A node of the audit log's two-node test (test_audit_nodes.py): `python -m tests.common.audit_writer DATABASE_URL NAME
 COUNT GO` connects, says it is ready (the file GO.NAME.ready), waits for the file GO, then issues COUNT keys, each
 with its audit entry, as fast as it can."""
 

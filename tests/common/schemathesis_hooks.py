@@ -1,4 +1,4 @@
-"""Schemathesis hooks (SCHEMATHESIS_HOOKS=tests.schemathesis_hooks, set by tests/web/test_schemathesis.py).
+"""Schemathesis hooks (SCHEMATHESIS_HOOKS=tests.common.schemathesis_hooks, set by tests/web/test_schemathesis.py).
 
 The document gives `creator` the format eip55-address: 0x and 40 hex digits in one case, or in mixed
 case passing the EIP-55 checksum, which no pattern can state. Generated creators are such addresses.

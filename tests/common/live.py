@@ -12,7 +12,7 @@ from pathlib import Path
 
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 # Most tests make many requests with one key; those about rate limits set their own, lower limits.

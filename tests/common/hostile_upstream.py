@@ -15,7 +15,7 @@ import json
 import threading
 from urllib.parse import parse_qs, urlsplit
 
-from tests.loopback import Loopback
+from tests.common.loopback import Loopback
 
 CAP = 256 * 1024 * 1024
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import requests
 
-from tests.live import ROOT, free_port, wait_until_ready
+from tests.common.live import ROOT, free_port, wait_until_ready
 
 NGINX_SITE = ROOT / "deploy" / "nginx.conf"
 NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
@@ -96,7 +96,7 @@ def recipe_server_name():
 def _rewritten(text, replacements, source):
     """`text` with each (old, new) replaced, each old found exactly once in `source`."""
     for old, new in replacements:
-        assert text.count(old) == 1, f"{source} no longer holds `{old.strip()}` once: update tests/exposure.py's Nginx"
+        assert text.count(old) == 1, f"{source} no longer holds `{old.strip()}` once: update tests/common/exposure.py's Nginx"
         text = text.replace(old, new)
     return text
 

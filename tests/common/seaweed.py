@@ -14,7 +14,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tests.live import free_port
+from tests.common.live import free_port
 
 ACCESS_KEY = "identity-tests"
 SECRET_KEY = "seaweed-secret-for-tests-0123456789"

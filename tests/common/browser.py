@@ -1,5 +1,5 @@
 """A real browser on the console: Debian's Chromium driven by Playwright for Python, against the service as it is
-deployed (gunicorn, tests/live.py), and axe-core (pinned in package-lock.json here) run in its pages.
+deployed (gunicorn, tests/common/live.py), and axe-core (pinned in package-lock.json here) run in its pages.
 
 Playwright cannot download its own browser here; it launches the system's. The network is cut to loopback
 (a dead proxy), so a page that needed anything from outside would show it.
@@ -14,17 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ADMIN_WALLET, USER_WALLET
-from tests.live import LiveServer, flask_cli, free_port, prepare_database
+from tests.common.apps import ADMIN_WALLET, USER_WALLET
+from tests.common.live import LiveServer, flask_cli, free_port, prepare_database
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ROOT / "tests" / "console"  # the console tests' npm packages (axe-core)
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", "--proxy-server=http://127.0.0.1:9"]
 WIDTHS = {"wide": {"width": 1280, "height": 800}, "narrow": {"width": 390, "height": 844}}
 # Where the tests' screenshots go: docs/console/ when IDENTITY_CONSOLE_SCREENSHOTS names it (docs/console.md says
 # how to take them again), else the run's artifacts.
-SCREENSHOTS = Path(os.environ.get("IDENTITY_CONSOLE_SCREENSHOTS") or HERE.parent.parent / "test-artifacts" / "console")
+SCREENSHOTS = Path(os.environ.get("IDENTITY_CONSOLE_SCREENSHOTS") or ROOT / "test-artifacts" / "console")
 # How long a page may take to show what a test waits for, in milliseconds.
 WAIT_MS = 10_000
 SERVER_ENV = {
@@ -49,16 +50,16 @@ def axe_source():
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         pytest.skip("node and npm are missing: install Debian's nodejs and npm (.ci/run does)")
-    digest = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = HERE / "node_modules" / ".identity-lock-sha256"
-    with open(HERE / ".npm-ci.lock", "w") as guard:  # one installer at a time under xdist
+    digest = hashlib.sha256((PACKAGES / "package-lock.json").read_bytes()).hexdigest()
+    stamp = PACKAGES / "node_modules" / ".identity-lock-sha256"
+    with open(PACKAGES / ".npm-ci.lock", "w") as guard:  # one installer at a time under xdist
         fcntl.flock(guard, fcntl.LOCK_EX)
         if not stamp.exists() or stamp.read_text() != digest:
-            installed = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=HERE, capture_output=True,
+            installed = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=PACKAGES, capture_output=True,
                                        text=True, timeout=600)
             assert installed.returncode == 0, installed.stderr[-3000:]
             stamp.write_text(digest)
-    return (HERE / "node_modules" / "axe-core" / "axe.min.js").read_text()
+    return (PACKAGES / "node_modules" / "axe-core" / "axe.min.js").read_text()
 
 
 class Deployment:

@@ -8,7 +8,7 @@ import time
 
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tests.loopback import Loopback
+from tests.common.loopback import Loopback
 
 
 class Receiver(Loopback):

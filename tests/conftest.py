@@ -18,8 +18,9 @@ from tests.common import postgres
 from tests.common.apps import ADMIN_WALLET, USER_WALLET, make_app, migrate
 from tests.common.live import free_port
 
-# pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py).
-pytest_plugins = ["pytester"]
+# pytester runs the pytest plugin's tests as an outside project would (tests/test_pytest_plugin.py); the suite's
+# fixtures that more than one folder uses are in tests.common.fixtures.
+pytest_plugins = ["pytester", "tests.common.fixtures"]
 
 BACKENDS = ("sqlite", "postgresql")
 POSTGRES_SKIPPED = "PostgreSQL half: skipped (set IDENTITY_TEST_POSTGRES_URL)"

@@ -5,8 +5,8 @@ signature. Through POST /auth/siwe and the console's wallet form."""
 import pytest
 
 from tests.common.audit import assert_no_secret, entries, only
-from tests.console.test_wallet_sign_in import ADMIN, ADMIN_KEY, USER, USER_KEY, wallet_sign_in
-from tests.console.test_wallet_sign_in import signed as console_signed
+from tests.common.console import ADMIN, ADMIN_KEY, USER, USER_KEY, wallet_sign_in
+from tests.common.console import signed as console_signed
 from tests.wallets import address_of, private_key, sign_messages, siwe_message
 
 DOMAIN = "localhost"

@@ -9,7 +9,6 @@ from identity import background
 from identity.storage.database import db
 from tests.common.apps import make_app
 from tests.common.seaweed import BUCKET, Seaweed
-from tests.data.conftest import instance_databases  # noqa: F401 - fresh databases to restore into
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,7 @@ import pytest
 
 from identity.config import settings_from_env
 from identity.storage.database import db
-from tests.backups.test_round_trip import cli, take
-from tests.common.backups import create_identities, feed_end
+from tests.common.backups import cli, create_identities, feed_end, take
 from tests.common.seaweed import BUCKET
 
 KEY = str(pyrage.x25519.Identity.generate())

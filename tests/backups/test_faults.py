@@ -9,25 +9,9 @@ from sqlalchemy import text
 
 from identity.data.backups import archive
 from identity.storage.database import db
-from tests.backups.test_round_trip import cli
-from tests.common.backups import create_identities
-from tests.common.console import Console, sign_in
+from tests.common.backups import WRONG_SECRET, cli, create_identities, metric, status_page
 from tests.common.cutoff import CutOff
 from tests.common.seaweed import BUCKET, SECRET_KEY, Seaweed
-
-WRONG_SECRET = "not-the-secret-but-long-enough-0123456789"
-
-
-def status_page(app, key):
-    client = app.test_client()
-    assert sign_in(client, key).status_code == 303
-    return Console(client).text("/admin/status")
-
-
-def metric(app, name):
-    body = app.test_client().get("/metrics").get_data(as_text=True)
-    values = [line.split()[-1] for line in body.splitlines() if line.startswith(name + " ")]
-    return float(values[0]) if values else None
 
 
 def test_wrong_credentials_are_named_without_the_secret_and_the_service_keeps_serving(backup_apps, database_url,

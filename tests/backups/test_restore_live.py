@@ -10,8 +10,8 @@ import requests
 
 from tests.common.live import BIN, ROOT, LiveServer, free_port
 from tests.common.receiver import Receiver
+from tests.common.restores import WEBHOOK_ENV, LongPoller, create, entries, let_go, webhook_state
 from tests.common.seaweed import BUCKET
-from tests.data.test_restore import WEBHOOK_ENV, LongPoller, create, entries, let_go, webhook_state
 
 
 def flask(env, *args):

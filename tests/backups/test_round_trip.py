@@ -5,18 +5,8 @@ import json
 
 import pytest
 
-from tests.common.backups import create_identities, feed_end
+from tests.common.backups import cli, create_identities, feed_end, take
 from tests.common.seaweed import BUCKET
-
-
-def cli(app, *args):
-    return app.test_cli_runner().invoke(args=list(args))
-
-
-def take(app):
-    result = cli(app, "backup")
-    assert result.exit_code == 0, result.output
-    return result.stdout.strip().splitlines()[-1]
 
 
 def test_backup_lists_verifies_and_restores_in_place_without_reusing_a_number(backup_apps, database_url, seaweed,
@@ -48,7 +38,7 @@ def test_backup_lists_verifies_and_restores_in_place_without_reusing_a_number(ba
     assert fields["name"] == name and fields["kind"] == "manual" and fields["identities"] == "3"
     assert fields["issued_up_to"] == str(end) and fields["verified"] == "yes" and int(fields["size"]) > 0
 
-    from tests.backups.test_faults import metric, status_page
+    from tests.common.backups import metric, status_page
 
     page = status_page(app, key)
     assert name in page and f"{int(fields['size']):,} bytes" in page and "Last error" not in page

@@ -12,9 +12,7 @@ from sqlalchemy import select
 from identity.data.backups import runs, schedule
 from identity.storage.database import db
 from identity.storage.models import BackupRun
-from tests.backups.test_faults import WRONG_SECRET, metric
-from tests.backups.test_round_trip import cli, take
-from tests.common.backups import create_identities
+from tests.common.backups import WRONG_SECRET, cli, create_identities, metric, take
 from tests.common.live import BIN, ROOT, LiveServer
 from tests.common.seaweed import SECRET_KEY
 

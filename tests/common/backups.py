@@ -1,8 +1,10 @@
-"""Identities to back up, and where the feed ends, through the API as a client makes them."""
+"""The backup tests' steps: identities to back up and where the feed ends, through the API; a backup taken by
+the CLI; what /metrics and the console's Status page say of them."""
 
 import uuid
 
 from tests.common.apps import ADMIN_WALLET
+from tests.common.console import Console, sign_in
 
 
 def create_identities(app, count, key=None):
@@ -24,3 +26,28 @@ def feed_end(app, key):
     response = app.test_client().get("/changes", query_string={"after": 0, "limit": 1000}, headers={"x-api-key": key})
     assert response.status_code == 200
     return max((entry["seq"] for entry in response.get_json()["data"]), default=0)
+
+
+WRONG_SECRET = "not-the-secret-but-long-enough-0123456789"
+
+
+def status_page(app, key):
+    client = app.test_client()
+    assert sign_in(client, key).status_code == 303
+    return Console(client).text("/admin/status")
+
+
+def metric(app, name):
+    body = app.test_client().get("/metrics").get_data(as_text=True)
+    values = [line.split()[-1] for line in body.splitlines() if line.startswith(name + " ")]
+    return float(values[0]) if values else None
+
+
+def cli(app, *args):
+    return app.test_cli_runner().invoke(args=list(args))
+
+
+def take(app):
+    result = cli(app, "backup")
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip().splitlines()[-1]

@@ -67,3 +67,23 @@ class Streams:
                 pass
             sock.close()
         self.selector.close()
+
+
+def parse_events(text):
+    """The events of an SSE body as dicts of their fields (comments left out), and the comments."""
+    events, comments = [], []
+    for block in text.split("\n\n"):
+        fields = {}
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                comments.append(line[1:].strip())
+            elif line:
+                name, _, value = line.partition(":")
+                fields[name] = value.removeprefix(" ")
+        if fields:
+            events.append(fields)
+    return events, comments
+
+
+def headers_of(key, **more):
+    return {"x-api-key": key, **more}

@@ -13,18 +13,24 @@ from eth_utils import is_checksum_address, to_checksum_address
 from identity.core import keys, siwe, users
 from identity.storage.database import db
 from identity.storage.models import ApiKey, SpentNonce, User
-from tests.common.console import ORIGIN, form_value
-from tests.wallets import address_of, private_key, sign_messages, siwe_message
+from tests.common.console import (
+    ADMIN,
+    ADMIN_KEY,
+    JSON,
+    MESSAGE_URL,
+    ORIGIN,
+    USER,
+    USER_KEY,
+    form_value,
+    offered,
+    signed,
+    wallet_sign_in,
+)
+from tests.wallets import address_of, private_key, sign_messages
 
 DOMAIN = "localhost"  # the test client's host, as the browser's page would name it
-ADMIN_KEY = private_key("console admin")
-ADMIN = address_of(ADMIN_KEY)
-USER_KEY = private_key("console user")
-USER = address_of(USER_KEY)
 STRANGER_KEY = private_key("console stranger")
 SIWE = {"IDENTITY_SIWE_DOMAIN": DOMAIN, "IDENTITY_SIWE_URI": ORIGIN}
-MESSAGE_URL = "/admin/sign-in/wallet/message"
-JSON = {"Accept": "application/json"}  # as the page's script asks
 
 
 @pytest.fixture
@@ -39,38 +45,10 @@ def _wallets(ethers, issue_key):
     issue_key(USER, "User")
 
 
-def offered(client, address, chain_id="1"):
-    """The console's answer to the page's script asking for the message of `address` on `chain_id`."""
-    return client.get(MESSAGE_URL, query_string={"address": address, "chain_id": chain_id}, headers=JSON)
 
 
-def signed(client, *private_keys, **message_fields):
-    """For each private key, a message and ethers' personal_sign signature of it; one run of node for them all.
-
-    The message is the console's for the wallet's account in lower case, as wallets answer it; with
-    message_fields, one written here (tests.wallets) for a fresh nonce of GET /auth/nonce, to break a rule.
-    """
-    domain, messages = message_fields.pop("domain", None), []
-    for key in private_keys:
-        if not (domain or message_fields):
-            answer = offered(client, address_of(key).lower())
-            assert answer.status_code == 200, answer.get_data(as_text=True)
-            messages.append(answer.get_json()["message"])
-            continue
-        issued = client.get("/auth/nonce").get_json()
-        fields = {"uri": issued["uri"], "statement": "Sign in to the Identity service's console.", **message_fields}
-        messages.append(siwe_message(domain or issued["domain"], address_of(key), issued["nonce"], **fields))
-    return list(zip(messages, sign_messages(list(zip(private_keys, messages, strict=True))), strict=True))
 
 
-def wallet_sign_in(client, message, signature, origin=ORIGIN, **fields):
-    """Post a signed message through the sign-in page's wallet form, with that page's form token, as a browser
-    posts a form: its line breaks as CRLF."""
-    page = client.get("/admin/sign-in").get_data(as_text=True)
-    return client.post("/admin/sign-in/wallet", headers={"Origin": origin}, data={
-        "form_token": form_value(page, "form_token"), "next": form_value(page, "next"),
-        "message": message.replace("\n", "\r\n"),
-        "signature": signature, **fields})
 
 
 def keys_labelled(app, label):

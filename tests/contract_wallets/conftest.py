@@ -8,7 +8,6 @@ from eth_utils import to_checksum_address
 
 from tests import wallets
 from tests.common.chain import HOME_CHAIN, OTHER_CHAIN, OWNER_KEYS, Anvil
-from tests.data.conftest import instance_databases  # noqa: F401 (the data tests' fixture: more instances)
 
 
 @pytest.fixture(scope="session")

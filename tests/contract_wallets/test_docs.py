@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from tests.common.chain import HOME_CHAIN, OWNER_KEYS
+from tests.common.contract_wallets import CASES, LIMITS, signed_bodies
 from tests.common.live import ROOT
-from tests.contract_wallets.test_authorship import CASES, LIMITS, signed_bodies
 from tests.wallets import HERE, siwe_message
 
 KEYS_DOC = ROOT / "docs" / "keys.md"

@@ -2,13 +2,13 @@
 owner-checked wallet and a counterfactual one, each case also verified by viem's verifyMessage, which must agree
 with the service; and the endpoint's faults, answered as the contract says. On SQLite and on PostgreSQL."""
 
-import socket
 
 import pytest
 from eth_account import Account
 from eth_account.messages import encode_defunct
 
 from tests.common.chain import HOME_CHAIN, OTHER_CHAIN, OWNER_KEYS, STRANGER_KEY
+from tests.common.contract_wallets import closed_port_url, sign
 from tests.common.faulty_rpc import FaultyRpc
 from tests.wallets import address_of, siwe_message
 
@@ -53,22 +53,6 @@ def sign_in(client, message, signature):
     return client.post("/auth/siwe", json={"message": message, "signature": signature})
 
 
-def sign(chains, requests):
-    """Signatures for each (wallet name, chain id, how, hash), made with viem."""
-    w = chains.wallets
-    made = []
-    for name, chain, how, hash_ in requests:
-        kind, spec = how
-        if kind == "safe":
-            made.append({"op": "signSafe", "safe": getattr(w, name), "chainId": chain, "hash": hash_, "privateKeys": spec})
-        else:
-            made.append({"op": "signHash", "privateKey": spec, "hash": hash_})
-    signatures = [answer["signature"] for answer in chains.home.viem(made)]
-    wrap = [{"op": "wrap6492", "factory": w.factory, "factoryData": w.factoryData, "signature": signature}
-            for signature, (_, _, how, _) in zip(signatures, requests, strict=True) if how[0] == "6492"]
-    wrapped = iter(answer["signature"] for answer in chains.home.viem(wrap)) if wrap else iter(())
-    return [next(wrapped) if how[0] == "6492" else signature
-            for signature, (_, _, how, _) in zip(signatures, requests, strict=True)]
 
 
 def viem_verdicts(chains, checks):
@@ -131,10 +115,6 @@ def faulty(chains):
     server.stop()
 
 
-def closed_port_url():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def safe_signature(chains, message):

@@ -8,7 +8,8 @@ from eth_utils import keccak
 
 from identity.core import authorship
 from identity.core.content import canonical_bytes, content_id_of
-from identity.core.signatures import SECP256K1_N, SignatureError
+from identity.core.signatures import SignatureError
+from tests.common.authorship import variant
 
 CONTENT_ID = content_id_of(canonical_bytes({"display_name": "Ada Lovelace"}))
 OTHER_CONTENT_ID = content_id_of(canonical_bytes({"display_name": "Charles Babbage"}))
@@ -22,13 +23,6 @@ def sign_here(content_id, key=KEY):
     return Account.sign_message(encode_typed_data(full_message=authorship.typed_data(content_id)), key).signature.to_0x_hex()
 
 
-def variant(signature, *, flip_s=False, v=None):
-    """signature with s replaced by n - s (and v by the other parity), or with v written another way."""
-    raw = bytes.fromhex(signature[2:])
-    r, s, recovery = raw[:32], int.from_bytes(raw[32:64], "big"), raw[64]
-    if flip_s:
-        s, recovery = SECP256K1_N - s, 55 - recovery
-    return "0x" + (r + s.to_bytes(32, "big") + bytes([recovery if v is None else v])).hex()
 
 
 @pytest.fixture(scope="module")

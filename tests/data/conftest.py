@@ -1,7 +1,6 @@
-"""Fixtures of the data tests: more than one database, for instances that copy from each other, and a
-mirrors' follower started as a serving process starts it."""
+"""Fixtures of the data tests: a mirrors' follower started as a serving process starts it, and a migrated, empty
+database to copy into."""
 
-import shutil
 
 import pytest
 
@@ -10,38 +9,14 @@ from tests.common.apps import migrate
 
 
 @pytest.fixture
-def instance_databases(backend, tmp_path, request):
-    """instance_databases(n) -> n migrated, empty databases of this test's backend (beside database_url),
-    one for each instance of a test; dropped at its end."""
-    made = []
-    if backend == "postgresql":
-        server = request.getfixturevalue("postgres_server")
-    else:
-        template = request.getfixturevalue("sqlite_template")
-
-    def make(count):
-        urls = []
-        for _ in range(count):
-            if backend == "postgresql":
-                url = server.create_database()
-                made.append(url)
-                migrate(url)
-            else:
-                path = tmp_path / f"instance-{len(made)}.db"
-                shutil.copy(template, path)
-                made.append(path)
-                url = f"sqlite:///{path}"
-            urls.append(url)
-        return urls
-
-    yield make
-    if backend == "postgresql":
-        for url in made:
-            server.drop_database(url)
-
-
-@pytest.fixture
 def following(app):
     """Start the app's follower (as a serving process would); stopped at the end of the test."""
     yield lambda: follower.start(app)
     follower.stop(app)
+
+
+@pytest.fixture
+def target_url(empty_database_url):
+    """A migrated, empty database of the same kind as the test's."""
+    migrate(empty_database_url)
+    return empty_database_url

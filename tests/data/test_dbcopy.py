@@ -15,14 +15,8 @@ from identity.data import copy as dbcopy
 from identity.storage.database import db
 from identity.storage.models import Change, Identity, User
 from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET, make_app, migrate, without_last_login
+from tests.common.copies import copy, rows
 from tests.common.live import BIN, ROOT, LiveServer
-
-
-@pytest.fixture
-def target_url(empty_database_url):
-    """A migrated, empty database of the same kind as the test's."""
-    migrate(empty_database_url)
-    return empty_database_url
 
 
 def populate(app, client, admin_key):
@@ -37,21 +31,8 @@ def populate(app, client, admin_key):
     return ids
 
 
-def rows(database_url):
-    """Every row of every model table, as the models read them."""
-    engine = create_engine(database_url)
-    try:
-        with engine.connect() as connection:
-            return {
-                table.name: connection.execute(select(table).order_by(*table.primary_key.columns)).all()
-                for table in db.metadata.sorted_tables
-            }
-    finally:
-        engine.dispose()
 
 
-def copy(app, target_url):
-    return app.test_cli_runner().invoke(args=["db", "copy", "--to", target_url])
 
 
 def test_copy_brings_every_table_and_the_feed_continues_after_the_last_number(app, client, admin_key, target_url, database_url):

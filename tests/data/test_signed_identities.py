@@ -9,7 +9,7 @@ from eth_account.messages import encode_typed_data
 from identity.core import authorship
 from identity.storage.database import db
 from tests.common.apps import make_app, migrate
-from tests.data.test_dbcopy import copy, rows
+from tests.common.copies import copy, rows
 from tests.wallets import address_of, private_key, sign_typed_data
 
 CREATOR_KEY = private_key("creator")

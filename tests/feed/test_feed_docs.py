@@ -8,7 +8,7 @@ from sqlalchemy import event
 
 from identity import seed
 from identity.storage.database import db
-from tests.feed.test_live_feed import headers_of, parse_events
+from tests.common.streams import headers_of, parse_events
 
 
 def identity_of(client, key, identity_id):

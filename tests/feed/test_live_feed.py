@@ -17,30 +17,15 @@ from identity.feed import live
 from identity.storage.database import db
 from identity.storage.models import ApiKey
 from tests.common.apps import ADMIN_WALLET, make_app
+from tests.common.streams import headers_of, parse_events
 
 EVENT_STREAM = "text/event-stream"
 # A generous bound for "answered because an entry committed": far below the long poll's own timeout.
 PUSHED_WITHIN = 10
 
 
-def parse_events(text):
-    """The events of an SSE body as dicts of their fields (comments left out), and the comments."""
-    events, comments = [], []
-    for block in text.split("\n\n"):
-        fields = {}
-        for line in block.split("\n"):
-            if line.startswith(":"):
-                comments.append(line[1:].strip())
-            elif line:
-                name, _, value = line.partition(":")
-                fields[name] = value.removeprefix(" ")
-        if fields:
-            events.append(fields)
-    return events, comments
 
 
-def headers_of(key, **more):
-    return {"x-api-key": key, **more}
 
 
 def create_many(app, count, prefix="live"):

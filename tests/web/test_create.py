@@ -12,14 +12,8 @@ from sqlalchemy import select
 from identity.storage.database import db
 from identity.storage.models import User
 from tests.common.apps import ADMIN_WALLET, OTHER_WALLET, USER_WALLET
+from tests.common.contract import CONTRACT_KEYS, USER_KEYS
 
-CONTRACT_KEYS = {
-    "id", "identity_id", "identity_hash", "vault_id", "display_name", "description", "image",
-    "corpora_id", "semantic", "external_reference", "creator", "created_at", "updated_at",
-    "num_positions", "assets_sum", "conviction_sum", "conviction_price", "status", "isUser",
-    "user_conviction", "user_conviction_value", "creator_signature", "creator_signature_chain_id",
-}
-USER_KEYS = {"id", "created_at", "updated_at", "last_login", "api_key", "wallet", "role"}
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 

@@ -11,8 +11,6 @@ tests/clients/ts's package-lock.json and installed once (`npm ci`) into its node
 the lock is unchanged.
 """
 
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -26,9 +24,9 @@ from openapi_spec_validator import validate
 from identity.seed import new_wallet
 from tests.clients import generator_scenario
 from tests.clients.scenario import PACKAGE, STEPS, Scenario
-from tests.common.live import BIN, ROOT, LiveServer, flask_cli, prepare_database
+from tests.common.clients import TS, run
+from tests.common.live import BIN, LiveServer, flask_cli, prepare_database
 
-TS = ROOT / "tests" / "clients" / "ts"
 # Few creates a minute: the scenario's `limited` key runs out (429); the others stay within it.
 CREATE_BUDGET = "30/minute"
 # A revoked key is refused within this many seconds (the scenarios poll a little longer for the 401).
@@ -76,27 +74,6 @@ def document_path(server, tmp_path_factory):
     return path
 
 
-def run(args, **kwargs):
-    result = subprocess.run(args, capture_output=True, text=True, timeout=300, **kwargs)
-    assert result.returncode == 0, f"{args[0]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result
-
-
-@pytest.fixture(scope="module")
-def npm_tools():
-    """The pinned npm tools, installed by `npm ci` once for as long as package-lock.json is unchanged."""
-    if not (shutil.which("node") and shutil.which("npm")):
-        pytest.skip("node and npm are missing: install Debian's nodejs and npm (.ci/run does)")
-    lock = (TS / "package-lock.json").read_bytes()
-    stamp = TS / "node_modules" / ".identity-lock-sha256"
-    digest = hashlib.sha256(lock).hexdigest()
-    # One installer at a time, should several pytest processes (xdist) get here at once.
-    with open(TS / ".npm-ci.lock", "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text() != digest:
-            run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS)
-            stamp.write_text(digest)
-    return TS / "node_modules" / ".bin"
 
 
 def test_openapi_spec_validator_finds_no_error(document_path):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from identity.schemas import IdentityCreateSchema, IdentityPatchSchema
 from identity.schemas.fields import UINT256_PATTERN, WHITE_SPACE_CLASS
 from identity.web import ALIASES
-from tests.web.test_create import CONTRACT_KEYS, USER_KEYS
+from tests.common.contract import CONTRACT_KEYS, USER_KEYS
 
 PROBLEM = "application/problem+json"
 IDENTITY = "/identity/{identity_id}"

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from identity.core import authorship, keys
 from identity.storage.database import db
 from identity.storage.models import Change, Identity
-from tests.core.test_authorship import variant
+from tests.common.authorship import variant
 from tests.wallets import address_of, private_key, sign_typed_data
 
 CREATOR_KEY = private_key("creator")

@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from tests import wallets
+from tests.common.clients import TS, run
 from tests.common.live import ROOT, LiveServer, prepare_database
-from tests.web.test_generated_clients import TS, npm_tools, run  # noqa: F401 - npm_tools is a fixture
 
 KEYS_DOC = ROOT / "docs" / "keys.md"
 FEED_DOC = ROOT / "docs" / "curation-and-feed.md"

@@ -8,9 +8,12 @@ import multiprocessing
 import os
 
 from identity import server
-from identity.config import env_int, log_level
+from identity.config import check_environment, env_int, log_level
 
 server.prepare()  # the workers' shared files, before anything imports prometheus_client
+# The app's settings, read here in the first process: a value that cannot be read stops the server with a
+# message naming it, where a worker that failed to build the app would be started again and again.
+check_environment()
 
 bind = os.environ.get("GUNICORN_BIND") or "{}:{}".format(
     f"[{host}]" if ":" in (host := os.environ.get("HOST") or "127.0.0.1") and not host.startswith("[") else host,

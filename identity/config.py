@@ -1,351 +1,174 @@
-"""Settings, read once from the environment when the app is built."""
+"""Settings, read once from the environment when the app is built.
 
-import ipaddress
-import logging
+`Settings`, a marshmallow schema, declares each variable: its type, its default and its bounds. A value that is
+empty (or only spaces) is unset, so its default applies. Every value that cannot be read is named at once, in
+one SettingsError, each with what is wrong with it."""
+
 import os
-import re
-from urllib.parse import urlsplit
 
-from limits import parse_many
+from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from sqlalchemy.engine import make_url
 
-from .core import uris
+from .config_values import (
+    age_identity,
+    age_identity_file,
+    backup_url,
+    boolean,
+    chain_ids,
+    choice,
+    cron,
+    log_level_name,
+    namespace,
+    parsed,
+    proxies,
+    rate_limit,
+    rpc_urls,
+    seconds,
+    siwe_domain,
+    siwe_uri,
+    whole,
+)
 
-NAMESPACE_PATTERN = re.compile(r"[a-z0-9]+")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _int(environ, name, default):
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, not {raw!r}") from None
-
-
-def _positive(environ, name, default):
-    value = _int(environ, name, default)
-    if value < 1:
-        raise ValueError(f"{name} must be 1 or more, not {value}")
-    return value
-
-
-def _bool(environ, name, default):
-    raw = (environ.get(name) or "").strip().lower()
-    if raw == "":
-        return default
-    if raw in _TRUE | _FALSE:
-        return raw in _TRUE
-    raise ValueError(f"{name} must be true or false, not {raw!r}")
+FIX = "in the environment, then start the server (or run the command) again"
 
 
-def _seconds(environ, name, default, minimum=0.0):
-    raw = (environ.get(name) or "").strip()
-    if raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, not {raw!r}") from None
-    if not minimum <= value < float("inf"):
-        raise ValueError(f"{name} must be a number of seconds of at least {minimum:g}, not {raw!r}")
-    return value
+class SettingsError(ValueError):
+    """Variables whose values cannot be read: `problems` holds one line per problem, each naming its variable."""
+
+    def __init__(self, problems):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+    def exit_message(self):
+        """What a server or command stops with: the problem and what to do, in one line; or several problems
+        under one line saying what to do."""
+        if len(self.problems) == 1:
+            return f"Error: {self.problems[0]}; fix it {FIX}."
+        return "\n".join([f"Error: settings that cannot be read; fix them {FIX}:",
+                          *(f"  {problem}" for problem in self.problems)])
 
 
-def env_int(name, default):
-    """A whole number from the environment variable `name` (gunicorn.conf.py's settings), or `default`;
-    a value that is not one stops the server with a message naming the variable, not a traceback."""
-    try:
-        return _int(os.environ, name, default)
-    except ValueError as error:
-        raise SystemExit(f"Error: {error}; fix it in the environment and start the server again.") from None
+class Settings(Schema):
+    """The environment's settings: each field's key in Flask's config, and the variable it is read from
+    (its data_key when the two differ)."""
+
+    # A relative SQLite path is resolved by Flask-SQLAlchemy inside the instance folder.
+    SQLALCHEMY_DATABASE_URI = fields.String(data_key="DATABASE_URL", load_default="sqlite:///identity.db")
+    IDENTITY_DID_NAMESPACE = parsed(namespace, "identity")
+    # Werkzeug refuses a larger body from its Content-Length, before reading it.
+    MAX_CONTENT_LENGTH = whole(64 * 1024, data_key="IDENTITY_MAX_BODY_BYTES")
+    IDENTITY_SQLITE_BUSY_TIMEOUT_MS = whole(10_000)
+    # SQLite page cache of `identities import`: a large import inserts into many indexes at random places.
+    IDENTITY_IMPORT_CACHE_MB = whole(32, low=1)
+    # How often each process writes the keys' uses it noted, and the least time between two writes of
+    # one key's last_used_at (identity.core.key_use).
+    IDENTITY_KEY_USE_INTERVAL = whole(60, low=1)
+    # How long a worker trusts its last lookup of a key: the bound on a revocation made elsewhere.
+    IDENTITY_KEY_CACHE_SECONDS = whole(5)
+    # Per API key; see identity/web/limits.py for what counts and how.
+    IDENTITY_RATELIMIT_READ = parsed(rate_limit, "120/minute")
+    IDENTITY_RATELIMIT_CREATE = parsed(rate_limit, "30/minute")
+    # memory:// counts on this machine, shared by one gunicorn server's workers (identity/web/shared_counts.py);
+    # redis://... shares counts between nodes.
+    IDENTITY_RATELIMIT_STORAGE = fields.String(load_default="memory://")
+    # Streams and long polls of GET /changes that one API key may hold open at once: the cap is
+    # docs/curation-and-feed.md's "Bounded per key".
+    IDENTITY_MAX_STREAMS_PER_KEY = whole(10)
+    # Sign-in with Ethereum (identity.core.signin): off until the domain is set; the URI a nonce's answer
+    # suggests (None: https:// and the domain); nonces' life and live cap; chains (None: any); keys' longest term.
+    IDENTITY_SIWE_DOMAIN = parsed(siwe_domain)
+    IDENTITY_SIWE_URI = parsed(siwe_uri)
+    IDENTITY_SIWE_NONCE_SECONDS = whole(600, 10, 86_400)
+    IDENTITY_SIWE_CHAIN_IDS = parsed(chain_ids)
+    IDENTITY_SIWE_KEY_SECONDS = whole(7 * 86_400, 60, 10 * 365 * 86_400)
+    # Contract wallets (identity.core.contract_wallets): a chain's JSON-RPC endpoint, asked only when a
+    # signature does not recover to its address; and how long one call may take.
+    IDENTITY_ETH_RPC_URLS = parsed(rpc_urls, {})
+    IDENTITY_ETH_RPC_TIMEOUT_SECONDS = seconds(5.0, 0.001, 300)
+    # Per client address, for each of GET /auth/nonce and POST /auth/siwe.
+    IDENTITY_RATELIMIT_SIGNIN = parsed(rate_limit, "30/minute")
+    # The proxies whose X-Forwarded-For names the client (the variable gunicorn reads for its own headers).
+    FORWARDED_ALLOW_IPS = parsed(proxies, "127.0.0.1,::1")
+    IDENTITY_METRICS_ENABLED = parsed(boolean, True)
+    IDENTITY_LOG_LEVEL = parsed(log_level_name, "INFO")
+    # Connections each worker process keeps open to the database, and how many more it may open at a
+    # peak. A request holds one at a time, so a process needs as many as it serves requests at once:
+    # its threads (GUNICORN_THREADS, the setting gunicorn.conf.py reads too), and 5 at least.
+    IDENTITY_DB_POOL_SIZE = whole(None)
+    GUNICORN_THREADS = whole(1)
+    IDENTITY_DB_MAX_OVERFLOW = whole(10)
+    # Seconds a request waits for a free pooled connection, then for the server to accept a new one:
+    # both well under gunicorn's 30 s worker timeout, so a stuck database gives a 503, not a killed worker.
+    IDENTITY_DB_POOL_TIMEOUT = whole(10)
+    IDENTITY_DB_CONNECT_TIMEOUT = whole(5)
+    # Webhooks (identity.feed.webhooks, identity.feed.delivery). A node delivers unless told not to; one
+    # deliverer works at a time across every process and node, through a lease in the database.
+    IDENTITY_WEBHOOKS_DELIVER = parsed(boolean, True)
+    # Receivers on loopback, private, link-local... addresses: refused unless this says otherwise.
+    IDENTITY_WEBHOOKS_ALLOW_PRIVATE = parsed(boolean, False)
+    # After this many seconds of failures a webhook turns inactive (PATCH active true resumes it).
+    IDENTITY_WEBHOOK_GIVE_UP = seconds(24 * 3600.0)
+    # The back-off between attempts at one entry doubles from the first to the last, with jitter.
+    IDENTITY_WEBHOOK_RETRY_MIN_SECONDS = seconds(1.0, 0.01)
+    IDENTITY_WEBHOOK_RETRY_MAX_SECONDS = seconds(600.0, 0.01)
+    # The deliverer's lease: a holder that stops renewing it is replaced within this time and a third.
+    IDENTITY_WEBHOOK_LEASE_SECONDS = seconds(15.0, 1.0)
+    # How often the lease holder looks for new entries (one query per interval, however many webhooks).
+    IDENTITY_WEBHOOK_POLL_SECONDS = seconds(0.5, 0.01)
+    # The deliveries log keeps this many of the latest attempts per webhook.
+    IDENTITY_WEBHOOK_DELIVERIES_KEPT = whole(100)
+    # Mirrors (identity.data.follower). A node follows its upstreams unless told not to; one follower works
+    # at a time across every process and node, through a lease in the database.
+    IDENTITY_MIRRORS_FOLLOW = parsed(boolean, True)
+    # The follower's lease: a holder that stops renewing it is replaced within this time and a third.
+    IDENTITY_MIRROR_LEASE_SECONDS = seconds(15.0, 1.0)
+    # After a failure to read an upstream, the pause before the next try doubles from 1 s up to this.
+    IDENTITY_MIRROR_RETRY_MAX_SECONDS = seconds(60.0, 0.1)
+    # Backups (identity.data.backups): where they go, when, how many scheduled ones are kept, how they
+    # are encrypted, and the back-off between attempts after a failure.
+    IDENTITY_BACKUP_URL = parsed(backup_url)
+    # A node's serving processes take the scheduled backups unless told not to (one at a time, by a lease).
+    IDENTITY_BACKUPS_TAKE = parsed(boolean, True)
+    IDENTITY_BACKUP_S3_ADDRESSING = parsed(choice("auto", "path", "virtual"), "auto")
+    IDENTITY_BACKUP_SCHEDULE = parsed(cron)
+    IDENTITY_BACKUP_KEEP = whole(14, low=1)
+    IDENTITY_BACKUP_ENCRYPTION_KEY = parsed(age_identity)
+    IDENTITY_BACKUP_ENCRYPTION_KEY_FILE = parsed(age_identity_file)
+    IDENTITY_BACKUP_RETRY_MIN_SECONDS = seconds(30.0, 0.01)
+    IDENTITY_BACKUP_RETRY_MAX_SECONDS = seconds(3600.0, 0.01)
+    # The size of each part of an upload (S3 allows 5 MiB to 5 GiB; 10,000 parts at most).
+    IDENTITY_BACKUP_PART_MB = whole(16, 5, 5120)
+    # How often the scheduler's lease holder looks whether a backup is due.
+    IDENTITY_BACKUP_POLL_SECONDS = seconds(5.0, 0.01)
+    IDENTITY_BACKUP_LEASE_SECONDS = seconds(60.0, 1.0)
+    # The audit log (identity.core.audit_retention): entries older than this many days are pruned, hourly,
+    # by one process at a time; 0 keeps every entry.
+    IDENTITY_AUDIT_RETENTION_DAYS = whole(365, 0, 100 * 365)
+
+    @validates_schema(pass_original=True, skip_on_field_errors=False)
+    def one_key(self, data, original_data, **kwargs):
+        if {"IDENTITY_BACKUP_ENCRYPTION_KEY", "IDENTITY_BACKUP_ENCRYPTION_KEY_FILE"} <= original_data.keys():
+            raise ValidationError("and IDENTITY_BACKUP_ENCRYPTION_KEY_FILE are both set; set one of them",
+                                  "IDENTITY_BACKUP_ENCRYPTION_KEY")
+
+    @post_load
+    def derived(self, data, **kwargs):
+        data["SQLALCHEMY_DATABASE_URI"] = database_url(data["SQLALCHEMY_DATABASE_URI"])
+        if data["IDENTITY_DB_POOL_SIZE"] is None:
+            data["IDENTITY_DB_POOL_SIZE"] = max(5, data["GUNICORN_THREADS"])
+        del data["GUNICORN_THREADS"]
+        key_file = data.pop("IDENTITY_BACKUP_ENCRYPTION_KEY_FILE")
+        data["IDENTITY_BACKUP_ENCRYPTION_KEY"] = data["IDENTITY_BACKUP_ENCRYPTION_KEY"] or key_file
+        return data
 
 
-def log_level(name, default):
-    """A log level from the environment variable `name`, or `default`; stops with a message if it is not one."""
-    try:
-        return _log_level(os.environ, name, default)
-    except ValueError as error:
-        raise SystemExit(f"Error: {error}; fix it in the environment and start the server again.") from None
-
-
-def _rate_limit(environ, name, default):
-    value = environ.get(name) or default
-    try:
-        parse_many(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a rate limit such as 120/minute, not {value!r}") from None
-    return value
-
-
-def _siwe_domain(environ):
-    """IDENTITY_SIWE_DOMAIN: an RFC 3986 authority (host, and its port when not the default), or None (off)."""
-    domain = (environ.get("IDENTITY_SIWE_DOMAIN") or "").strip()
-    if domain and (domain.startswith(("http:", "https:")) or uris.authority_problem(domain, host_required=True)):
-        raise ValueError("IDENTITY_SIWE_DOMAIN must be the host users sign in to, with its port when not the "
-                         f"default (e.g. identity.example.com or 127.0.0.1:8000), not {domain!r}")
-    return domain or None
-
-
-def _siwe_uri(environ):
-    """IDENTITY_SIWE_URI: an absolute URI with a host (a message's URI must be at its origin), or None."""
-    uri = (environ.get("IDENTITY_SIWE_URI") or "").strip()
-    if uri and (uris.uri_problem(uri) or not _has_origin(uri)):
-        raise ValueError("IDENTITY_SIWE_URI must be an absolute URI with a host, such as https://identity.example.com, "
-                         f"not {uri!r}")
-    return uri or None
-
-
-def _has_origin(uri):
-    """Whether `uri` names a host, and a port that is a number when it names one."""
-    parts = urlsplit(uri)
-    try:
-        parts.port  # noqa: B018 - read for the ValueError of a port that is not a number
-    except ValueError:
-        return False
-    return bool(parts.hostname)
-
-
-def _chain_ids(environ, name):
-    """A comma-separated list of EIP-155 chain ids, or None (any chain) when unset."""
-    raw = (environ.get(name) or "").strip()
-    if not raw:
-        return None
-    items = [item.strip() for item in raw.split(",")]
-    if not all(item.isdigit() and item.isascii() and len(item) <= 78 for item in items):
-        raise ValueError(f"{name} must be chain ids in decimal digits separated by commas (e.g. 1,10), not {raw!r}")
-    return tuple(sorted({int(item) for item in items}))
-
-
-def _rpc_urls(environ, name):
-    """Ethereum JSON-RPC endpoints by chain id, `1=https://…,8453=https://…`: {chain id: URL}, empty when unset.
-    An operator's setting: any http(s) URL is taken, private and loopback addresses included."""
-    raw = (environ.get(name) or "").strip()
-    urls = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        chain, _, url = (text.strip() for text in item.partition("="))
-        if not (chain.isascii() and chain.isdigit() and len(chain) <= 78) or uris.uri_problem(url) or \
-                not url.lower().startswith(("http://", "https://")) or not urlsplit(url).hostname:
-            raise ValueError(f"{name} must be chain ids and their http(s) JSON-RPC URLs, as "
-                             f"1=https://rpc.example,8453=https://base.example, not {item!r}")
-        if int(chain) in urls:
-            raise ValueError(f"{name} names chain {int(chain)} twice; give each chain one URL")
-        urls[int(chain)] = url
-    return urls
-
-
-def _rpc_timeout(environ, name):
-    value = _seconds(environ, name, 5.0, 0.001)
-    if value > 300:
-        raise ValueError(f"{name} must be a number of seconds up to 300, not {value:g}")
-    return value
-
-
-def _between(environ, name, default, low, high):
-    value = _int(environ, name, default)
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be {low:,} to {high:,}, not {value}")
-    return value
-
-
-def _proxies(environ, name):
-    """The proxies trusted to name a client in X-Forwarded-For: addresses or networks, comma-separated, or *."""
-    raw = (environ.get(name) or "127.0.0.1,::1").strip()
-    if raw != "*":
-        try:
-            for item in raw.split(","):
-                ipaddress.ip_network(item.strip(), strict=False)
-        except ValueError:
-            raise ValueError(f"{name} must be IP addresses or networks separated by commas, or *, not {raw!r}") from None
-    return raw
-
-
-def _log_level(environ, name, default):
-    level = (environ.get(name) or default).upper()
-    if not isinstance(logging.getLevelName(level), int):
-        raise ValueError(f"{name} must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {level!r}")
-    return level
-
-
-def _backup_url(environ):
-    """IDENTITY_BACKUP_URL: s3://BUCKET/PREFIX, file:///FOLDER or a plain folder path; None (no target) when unset."""
-    raw = (environ.get("IDENTITY_BACKUP_URL") or "").strip()
-    if raw and (problem := backup_target_problem(raw)):
-        raise ValueError(f"IDENTITY_BACKUP_URL {problem}")
-    return raw or None
-
-
-def backup_target_problem(raw):
-    """What is wrong with a backup target's URL, in words, or None."""
-    scheme = raw.partition("://")[0].lower() if "://" in raw else ""
-    if scheme == "s3":
-        bucket = raw.partition("://")[2].partition("/")[0]
-        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
-            return (f"must name a bucket (3 to 63 lower-case letters, digits, dots or hyphens) as in "
-                    f"s3://BUCKET/PREFIX, not {raw!r}")
-        return None
-    if scheme not in ("", "file"):
-        return f"must be s3://BUCKET/PREFIX, file:///FOLDER or a folder's path, not a {scheme}:// URL"
-    if scheme == "file" and not raw.startswith("file:///"):
-        return f"must be a file URL with an absolute path (file:///srv/backups), not {raw!r}"
-    return None
-
-
-def _choice(environ, name, default, choices):
-    value = (environ.get(name) or default).strip().lower()
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
-    return value
-
-
-def _cron(environ, name):
-    """A cron expression in UTC (five fields, or six with seconds last), or None when unset."""
-    from croniter import croniter
-
-    raw = " ".join((environ.get(name) or "").split())
-    if raw and (len(raw.split()) not in (5, 6) or not croniter.is_valid(raw)):
-        raise ValueError(f"{name} must be a cron expression in UTC such as '0 3 * * *' (minute hour day month "
-                         f"weekday), not {raw!r}")
-    return raw or None
-
-
-def _age_identity(environ, name):
-    """The age identity (AGE-SECRET-KEY-1...) of IDENTITY_BACKUP_ENCRYPTION_KEY or the file _FILE names; None
-    when neither is set. The key itself never appears in a message."""
-    import pyrage
-
-    value = (environ.get(name) or "").strip()
-    path = (environ.get(f"{name}_FILE") or "").strip()
-    if value and path:
-        raise ValueError(f"{name} and {name}_FILE are both set; set one of them")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as file:
-                lines = [line.strip() for line in file if line.strip() and not line.startswith("#")]
-        except OSError as error:
-            raise ValueError(f"{name}_FILE names a file that cannot be read ({error.strerror or error}): "
-                             f"{path}") from None
-        value = lines[0] if lines else ""
-    if not value:
-        return None
-    try:
-        pyrage.x25519.Identity.from_str(value)
-    except pyrage.IdentityError:
-        where = f"the file {name}_FILE names" if path else name
-        raise ValueError(f"{where} must hold an age secret key (AGE-SECRET-KEY-1..., made by `age-keygen`); "
-                         "what is there is not one (it is not shown)") from None
-    return value
-
-
-def database_url(raw):
-    """The SQLAlchemy URL of DATABASE_URL: `postgres://` and `postgresql://` (as hosting platforms and libpq
-    write them) name the psycopg 3 driver that the service installs."""
-    if raw.startswith(("postgres://", "postgresql://")):
-        return "postgresql+psycopg://" + raw.partition("://")[2]
-    return raw
+SETTINGS = Settings()
 
 
 def settings_from_env(environ=None):
-    """Return the Flask config mapping that the environment asks for."""
-    environ = os.environ if environ is None else environ
-    namespace = environ.get("IDENTITY_DID_NAMESPACE") or "identity"
-    if not NAMESPACE_PATTERN.fullmatch(namespace):
-        raise ValueError("IDENTITY_DID_NAMESPACE must be lower-case letters and digits")
+    """Return the Flask config mapping that the environment asks for; SettingsError names what it cannot read."""
     return {
-        # A relative SQLite path is resolved by Flask-SQLAlchemy inside the instance folder.
-        "SQLALCHEMY_DATABASE_URI": database_url(environ.get("DATABASE_URL") or "sqlite:///identity.db"),
-        "IDENTITY_DID_NAMESPACE": namespace,
-        # Werkzeug refuses a larger body from its Content-Length, before reading it.
-        "MAX_CONTENT_LENGTH": _int(environ, "IDENTITY_MAX_BODY_BYTES", 64 * 1024),
-        "IDENTITY_SQLITE_BUSY_TIMEOUT_MS": _int(environ, "IDENTITY_SQLITE_BUSY_TIMEOUT_MS", 10_000),
-        # SQLite page cache of `identities import`: a large import inserts into many indexes at random places.
-        "IDENTITY_IMPORT_CACHE_MB": _positive(environ, "IDENTITY_IMPORT_CACHE_MB", 32),
-        # How often each process writes the keys' uses it noted, and the least time between two writes of
-        # one key's last_used_at (identity.core.key_use).
-        "IDENTITY_KEY_USE_INTERVAL": _positive(environ, "IDENTITY_KEY_USE_INTERVAL", 60),
-        # How long a worker trusts its last lookup of a key: the bound on a revocation made elsewhere.
-        "IDENTITY_KEY_CACHE_SECONDS": _int(environ, "IDENTITY_KEY_CACHE_SECONDS", 5),
-        # Per API key; see identity/web/limits.py for what counts and how.
-        "IDENTITY_RATELIMIT_READ": _rate_limit(environ, "IDENTITY_RATELIMIT_READ", "120/minute"),
-        "IDENTITY_RATELIMIT_CREATE": _rate_limit(environ, "IDENTITY_RATELIMIT_CREATE", "30/minute"),
-        # memory:// counts on this machine, shared by one gunicorn server's workers (identity/web/shared_counts.py);
-        # redis://... shares counts between nodes.
-        "IDENTITY_RATELIMIT_STORAGE": environ.get("IDENTITY_RATELIMIT_STORAGE") or "memory://",
-        # Streams and long polls of GET /changes that one API key may hold open at once: the cap is
-        # docs/curation-and-feed.md's "Bounded per key".
-        "IDENTITY_MAX_STREAMS_PER_KEY": _int(environ, "IDENTITY_MAX_STREAMS_PER_KEY", 10),
-        # Sign-in with Ethereum (identity.core.signin): off until the domain is set; the URI a nonce's answer
-        # suggests (None: https:// and the domain); nonces' life and live cap; chains (None: any); keys' longest term.
-        "IDENTITY_SIWE_DOMAIN": _siwe_domain(environ),
-        "IDENTITY_SIWE_URI": _siwe_uri(environ),
-        "IDENTITY_SIWE_NONCE_SECONDS": _between(environ, "IDENTITY_SIWE_NONCE_SECONDS", 600, 10, 86_400),
-        "IDENTITY_SIWE_CHAIN_IDS": _chain_ids(environ, "IDENTITY_SIWE_CHAIN_IDS"),
-        "IDENTITY_SIWE_KEY_SECONDS": _between(environ, "IDENTITY_SIWE_KEY_SECONDS", 7 * 86_400, 60, 10 * 365 * 86_400),
-        # Contract wallets (identity.core.contract_wallets): a chain's JSON-RPC endpoint, asked only when a
-        # signature does not recover to its address; and how long one call may take.
-        "IDENTITY_ETH_RPC_URLS": _rpc_urls(environ, "IDENTITY_ETH_RPC_URLS"),
-        "IDENTITY_ETH_RPC_TIMEOUT_SECONDS": _rpc_timeout(environ, "IDENTITY_ETH_RPC_TIMEOUT_SECONDS"),
-        # Per client address, for each of GET /auth/nonce and POST /auth/siwe.
-        "IDENTITY_RATELIMIT_SIGNIN": _rate_limit(environ, "IDENTITY_RATELIMIT_SIGNIN", "30/minute"),
-        # The proxies whose X-Forwarded-For names the client (the variable gunicorn reads for its own headers).
-        "FORWARDED_ALLOW_IPS": _proxies(environ, "FORWARDED_ALLOW_IPS"),
-        "IDENTITY_METRICS_ENABLED": _bool(environ, "IDENTITY_METRICS_ENABLED", True),
-        "IDENTITY_LOG_LEVEL": _log_level(environ, "IDENTITY_LOG_LEVEL", "INFO"),
-        # Connections each worker process keeps open to the database, and how many more it may open at a
-        # peak. A request holds one at a time, so a process needs as many as it serves requests at once:
-        # its threads (GUNICORN_THREADS, the setting gunicorn.conf.py reads too).
-        "IDENTITY_DB_POOL_SIZE": _int(environ, "IDENTITY_DB_POOL_SIZE", max(5, _int(environ, "GUNICORN_THREADS", 1))),
-        "IDENTITY_DB_MAX_OVERFLOW": _int(environ, "IDENTITY_DB_MAX_OVERFLOW", 10),
-        # Seconds a request waits for a free pooled connection, then for the server to accept a new one:
-        # both well under gunicorn's 30 s worker timeout, so a stuck database gives a 503, not a killed worker.
-        "IDENTITY_DB_POOL_TIMEOUT": _int(environ, "IDENTITY_DB_POOL_TIMEOUT", 10),
-        "IDENTITY_DB_CONNECT_TIMEOUT": _int(environ, "IDENTITY_DB_CONNECT_TIMEOUT", 5),
-        # Webhooks (identity.feed.webhooks, identity.feed.delivery). A node delivers unless told not to; one
-        # deliverer works at a time across every process and node, through a lease in the database.
-        "IDENTITY_WEBHOOKS_DELIVER": _bool(environ, "IDENTITY_WEBHOOKS_DELIVER", True),
-        # Receivers on loopback, private, link-local... addresses: refused unless this says otherwise.
-        "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": _bool(environ, "IDENTITY_WEBHOOKS_ALLOW_PRIVATE", False),
-        # After this many seconds of failures a webhook turns inactive (PATCH active true resumes it).
-        "IDENTITY_WEBHOOK_GIVE_UP": _seconds(environ, "IDENTITY_WEBHOOK_GIVE_UP", 24 * 3600.0),
-        # The back-off between attempts at one entry doubles from the first to the last, with jitter.
-        "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS", 1.0, 0.01),
-        "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS", 600.0, 0.01),
-        # The deliverer's lease: a holder that stops renewing it is replaced within this time and a third.
-        "IDENTITY_WEBHOOK_LEASE_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_LEASE_SECONDS", 15.0, 1.0),
-        # How often the lease holder looks for new entries (one query per interval, however many webhooks).
-        "IDENTITY_WEBHOOK_POLL_SECONDS": _seconds(environ, "IDENTITY_WEBHOOK_POLL_SECONDS", 0.5, 0.01),
-        # The deliveries log keeps this many of the latest attempts per webhook.
-        "IDENTITY_WEBHOOK_DELIVERIES_KEPT": _int(environ, "IDENTITY_WEBHOOK_DELIVERIES_KEPT", 100),
-        # Mirrors (identity.data.follower). A node follows its upstreams unless told not to; one follower works
-        # at a time across every process and node, through a lease in the database.
-        "IDENTITY_MIRRORS_FOLLOW": _bool(environ, "IDENTITY_MIRRORS_FOLLOW", True),
-        # The follower's lease: a holder that stops renewing it is replaced within this time and a third.
-        "IDENTITY_MIRROR_LEASE_SECONDS": _seconds(environ, "IDENTITY_MIRROR_LEASE_SECONDS", 15.0, 1.0),
-        # After a failure to read an upstream, the pause before the next try doubles from 1 s up to this.
-        "IDENTITY_MIRROR_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_MIRROR_RETRY_MAX_SECONDS", 60.0, 0.1),
-        # Backups (identity.data.backups): where they go, when, how many scheduled ones are kept, how they
-        # are encrypted, and the back-off between attempts after a failure.
-        "IDENTITY_BACKUP_URL": _backup_url(environ),
-        # A node's serving processes take the scheduled backups unless told not to (one at a time, by a lease).
-        "IDENTITY_BACKUPS_TAKE": _bool(environ, "IDENTITY_BACKUPS_TAKE", True),
-        "IDENTITY_BACKUP_S3_ADDRESSING": _choice(environ, "IDENTITY_BACKUP_S3_ADDRESSING", "auto",
-                                                 ("auto", "path", "virtual")),
-        "IDENTITY_BACKUP_SCHEDULE": _cron(environ, "IDENTITY_BACKUP_SCHEDULE"),
-        "IDENTITY_BACKUP_KEEP": _positive(environ, "IDENTITY_BACKUP_KEEP", 14),
-        "IDENTITY_BACKUP_ENCRYPTION_KEY": _age_identity(environ, "IDENTITY_BACKUP_ENCRYPTION_KEY"),
-        "IDENTITY_BACKUP_RETRY_MIN_SECONDS": _seconds(environ, "IDENTITY_BACKUP_RETRY_MIN_SECONDS", 30.0, 0.01),
-        "IDENTITY_BACKUP_RETRY_MAX_SECONDS": _seconds(environ, "IDENTITY_BACKUP_RETRY_MAX_SECONDS", 3600.0, 0.01),
-        # The size of each part of an upload (S3 allows 5 MiB to 5 GiB; 10,000 parts at most).
-        "IDENTITY_BACKUP_PART_MB": _between(environ, "IDENTITY_BACKUP_PART_MB", 16, 5, 5120),
-        # How often the scheduler's lease holder looks whether a backup is due.
-        "IDENTITY_BACKUP_POLL_SECONDS": _seconds(environ, "IDENTITY_BACKUP_POLL_SECONDS", 5.0, 0.01),
-        "IDENTITY_BACKUP_LEASE_SECONDS": _seconds(environ, "IDENTITY_BACKUP_LEASE_SECONDS", 60.0, 1.0),
-        # The audit log (identity.core.audit_retention): entries older than this many days are pruned, hourly,
-        # by one process at a time; 0 keeps every entry.
-        "IDENTITY_AUDIT_RETENTION_DAYS": _between(environ, "IDENTITY_AUDIT_RETENTION_DAYS", 365, 0, 100 * 365),
+        **read(SETTINGS, os.environ if environ is None else environ),
         "API_TITLE": "Identity service",
         "API_VERSION": "1.0.0",
         "OPENAPI_VERSION": "3.1.0",
@@ -360,6 +183,54 @@ def settings_from_env(environ=None):
         "OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None, "deepLinking": True},
         "SQLALCHEMY_TRACK_MODIFICATIONS": False,
     }
+
+
+def read(schema, environ):
+    """`schema` loaded from the variables of `environ` that it names and that are not blank; SettingsError
+    naming every variable that cannot be read."""
+    names = [field.data_key or name for name, field in schema.fields.items()]
+    given = {name: value for name in names if (value := environ.get(name)) is not None and value.strip()}
+    try:
+        return schema.load(given)
+    except ValidationError as error:
+        raise SettingsError([f"{name} {message}" for name in names for message in error.messages.get(name, ())]) \
+            from None
+
+
+def env_int(name, default):
+    """A whole number from the environment variable `name` (gunicorn.conf.py's settings), or `default`;
+    a value that is not one stops the server with a message naming the variable, not a traceback."""
+    return one_setting(name, whole(default))
+
+
+def log_level(name, default):
+    """A log level from the environment variable `name`, or `default`; stops with a message if it is not one."""
+    return one_setting(name, parsed(log_level_name, default))
+
+
+def one_setting(name, field):
+    """The value of the one variable `name`, read with `field`; stops the server with a message if it cannot be."""
+    try:
+        return read(Schema.from_dict({name: field})(), os.environ)[name]
+    except SettingsError as error:
+        raise SystemExit(error.exit_message()) from None
+
+
+def check_environment():
+    """Stop with a message naming each variable that cannot be read (gunicorn.conf.py calls it in the
+    server's first process, before any worker builds the app)."""
+    try:
+        settings_from_env()
+    except SettingsError as error:
+        raise SystemExit(error.exit_message()) from None
+
+
+def database_url(raw):
+    """The SQLAlchemy URL of DATABASE_URL: `postgres://` and `postgresql://` (as hosting platforms and libpq
+    write them) name the psycopg 3 driver that the service installs."""
+    if raw.startswith(("postgres://", "postgresql://")):
+        return "postgresql+psycopg://" + raw.partition("://")[2]
+    return raw
 
 
 def init_app(app, config=None):

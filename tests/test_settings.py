@@ -8,7 +8,7 @@ import pytest
 
 from identity import create_app
 from identity.config import SettingsError, settings_from_env
-from tests.live import BIN, ROOT, free_port
+from tests.common.live import BIN, ROOT, free_port
 
 
 def test_two_wrong_values_are_both_named_in_one_error_each_with_what_it_must_be():

@@ -194,8 +194,9 @@ def _chained(entries, hints, head_seq, prev_hash):
 _heads_seen = weakref.WeakKeyDictionary()
 _AT_SEEN = and_(CHAIN.c.head_seq == bindparam("seen_seq"), CHAIN.c.head_hash == bindparam("seen_hash"))
 # One statement that locks the head row and moves it past the new entries if it is still where this process
-# saw it; RETURNING says which (SQLite 3.35 and later, PostgreSQL). Entries with the very hash of ours at our
-# seq already there would be ours: a hash covers the previous one, the time to the microsecond and the seq.
+# saw it; RETURNING says which (SQLite 3.35 and later, PostgreSQL). A head that held our last seq and hash
+# already would read as moved too: that takes an entry identical to ours, to the microsecond, appended from
+# the same head by another writer, and our INSERT would then fail on its seq rather than fork the chain.
 _ADVANCE = (
     update(CHAIN).where(CHAIN.c.id == CHAIN_ID)
     .values(head_seq=case((_AT_SEEN, bindparam("new_seq")), else_=CHAIN.c.head_seq),

@@ -60,8 +60,8 @@ def conditions(asked):
 
     A time bound is also turned into a bound on seq, read from the index of `at` (a subquery of one index
     lookup), so that the page is read from the primary key in order however many entries the range holds. The
-    append numbers and stamps entries under one lock, so `at` follows `seq` but for the difference of the
-    nodes' clocks (well under SKEW): the seq bounds are taken SKEW wider than asked, and `at` itself is
+    append stamps an entry after the one before it was appended, so `at` follows `seq` but for the difference
+    of the nodes' clocks (well under SKEW): the seq bounds are taken SKEW wider than asked, and `at` itself is
     compared too."""
     found = []
     if asked.get("actor") is not None:

@@ -1,9 +1,9 @@
 """The audit log's tables (identity.core.audit writes and reads them): its entries, a chain of hashes, and
 the one row that holds the chain's head and start.
 
-Every append reads and locks the `audit_chain` row (SELECT ... FOR UPDATE on PostgreSQL; SQLite's write
-lock, taken at BEGIN IMMEDIATE, is the transaction's already), so that two writers on any number of
-processes and nodes append one after the other and the chain never forks.
+Every append locks the `audit_chain` row before it writes an entry (an UPDATE of it, or SELECT ... FOR UPDATE,
+on PostgreSQL; SQLite's write lock, taken at BEGIN IMMEDIATE, is the transaction's already), so that two
+writers on any number of processes and nodes append one after the other and the chain never forks.
 """
 
 from datetime import datetime

@@ -51,7 +51,12 @@ def unauthorized(status):
 
 
 def admin_route_refused():
-    """A valid key refused on an Admin route for its role: the refusal is an audit entry of its own."""
+    """A valid key refused on an Admin route for its role: the refusal is an audit entry of its own, once it has
+    spent the caller's budget (web.limits.spend_on_refusal): past the budget, a 429 and no entry, so a key that
+    keeps knocking adds entries no faster than its budget lets it make requests."""
+    from .limits import spend_on_refusal  # web.limits imports this module
+
+    spend_on_refusal()
     route = request.url_rule.rule if request.url_rule is not None else request.path
     audit.record_now("admin_route.refuse", "route", f"{request.method} {route}", outcome="refused",
                      detail=ADMIN_ONLY_DETAIL)

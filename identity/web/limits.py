@@ -4,7 +4,8 @@ client address, the budgets of the two sign-in routes, which take no key.
 
 The limits sit under `auth.login_required` on each view, so they are checked after the key is:
 a request with a missing, unknown or revoked key is refused with 401 before it can touch any
-budget, and the budget is named by the key's id, never by the key itself.
+budget, and the budget is named by the key's id, never by the key itself. A valid key refused on an
+Admin route (403) spends its budget all the same (spend_on_refusal), before its refusal is logged.
 
 A client's address is the peer's, unless the peer is a proxy trusted by FORWARDED_ALLOW_IPS (the nginx
 recipe's, on the same host by default): then it is the address that proxy saw, the last one it added
@@ -352,12 +353,20 @@ def _budget(setting, budget, what, who=caller_key_id, by="with this API key", na
     return decorate
 
 
+def spend_on_refusal():
+    """Spend the caller's budget for a request refused on an Admin route for its key's role (web.auth), before
+    the route's own budget is reached: reads for GET, HEAD and OPTIONS, as those routes spend, else writes.
+    Past the budget it raises TooManyRequests, as the route would have."""
+    (_refused_read if request.method in ("GET", "HEAD", "OPTIONS") else _refused_write)()
+
+
 reads = _budget("IDENTITY_RATELIMIT_READ", "read", "reads")
 # The write budget: creates, previews and changes of identities, keys, webhooks and mirrors. Its counters and
 # its variable keep the name "create", which deployments set.
 creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "writes", named=" (the write budget, IDENTITY_RATELIMIT_CREATE)")
 nonces = _budget("IDENTITY_RATELIMIT_SIGNIN", "nonce", "sign-in nonces", client_address, "from this address")
 signins = _budget("IDENTITY_RATELIMIT_SIGNIN", "signin", "sign-ins", client_address, "from this address")
+_refused_read, _refused_write = reads(lambda: None), creates(lambda: None)
 
 
 def open_streams(app):

@@ -93,6 +93,21 @@ def test_an_admin_route_refused_to_a_user_key_is_an_entry_of_its_refusal(app, cl
     assert {entry["actor"]["wallet"] for entry in refused} == {USER_WALLET}
 
 
+
+
+@pytest.mark.parametrize("app_config", [{"IDENTITY_RATELIMIT_READ": "3/minute", "IDENTITY_RATELIMIT_CREATE": "2/minute"}])
+def test_refusals_on_admin_routes_spend_the_keys_budget_and_past_it_are_429s_without_entries(app, client, user_key):
+    reads = [client.get("/keys", headers=auth(user_key)) for _ in range(6)]
+    writes = [client.post("/webhooks", json={"url": HOOK_URL}, headers=auth(user_key)) for _ in range(5)]
+    assert [answer.status_code for answer in reads] == [403, 403, 403, 429, 429, 429]
+    assert [answer.status_code for answer in writes] == [403, 403, 429, 429, 429]
+    assert reads[0].headers["X-RateLimit-Remaining"] == "2" and "Retry-After" in reads[-1].headers
+    assert reads[-1].json["status"] == 429 and "Retry-After" in reads[-1].json["detail"]
+    refused = entries(app, "admin_route.refuse")
+    assert [entry["target"]["id"] for entry in refused] == ["GET /keys"] * 3 + ["POST /webhooks"] * 2
+    # The refusals spent the key's own budget: its next read of a route it may use waits as well.
+    assert client.get("/identities", headers=auth(user_key)).status_code == 429
+    assert len(entries(app, "admin_route.refuse")) == 5
 def test_webhooks_registered_paused_resumed_changed_and_removed_each_leave_an_entry_without_the_secret(
         app, client, admin_key):
     created = client.post("/webhooks", json={"url": HOOK_URL, "description": "index"}, headers=auth(admin_key)).json

@@ -8,9 +8,8 @@ import rfc8785
 
 from identity.core import audit, keys
 from identity.storage.database import db, write_transaction
-from tests.conftest import make_app
-
-from .helpers import entries, verified
+from tests.common.apps import make_app
+from tests.common.audit import entries, verified
 
 # Every code point of the first three planes' first 0x3000 (control characters, Latin, the BMP's escapes'
 # neighbours), then some far ones: orjson must write each as JCS does.

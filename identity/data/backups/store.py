@@ -139,11 +139,11 @@ class S3Store:
     that fails is aborted: by boto3 at once, or by abort_incomplete() at the next contact."""
 
     def __init__(self, url, addressing, part_mb=16):
-        # Parts of `part_mb` MiB, four at a time: memory stays near four parts whatever the size (16 MiB parts
+        # Parts of `part_mb` MiB, four at a time: memory stays near five parts whatever the size (16 MiB parts
         # reach 160 GiB in S3's 10,000).
         self.transfer = TransferConfig(multipart_threshold=part_mb * MiB, multipart_chunksize=part_mb * MiB,
                                        max_concurrency=4, use_threads=True)
-        # A stream's parts are read into memory before they are sent: at most four of them wait.
+        # A stream's parts are read into memory before they are sent: four at most, and the one being read.
         self.transfer.max_in_memory_upload_chunks = 4
         parts = urlsplit(url)
         self.bucket = parts.netloc

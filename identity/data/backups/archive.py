@@ -34,8 +34,6 @@ SEQUENCE = "identity_changes_seq_seq"  # PostgreSQL's sequence of identity_chang
 # Where that sequence stands: its last value, and whether it was ever issued.
 SEQUENCE_STATE = text("SELECT last_value, is_called FROM identity_changes_seq_seq")
 
-__all__ = ["BLOCK", "off_the_loop"]
-
 
 class BackupFailed(Exception):
     """A backup could not be made or opened; the message says why and what to do."""

@@ -84,11 +84,10 @@ class FolderStore:
                 off_the_loop(_poured, made, target)
             made.finish()
             os.replace(partial, folder / name)
-        except OSError as error:
-            Path(partial).unlink(missing_ok=True)
-            raise self._faults("written", error) from None
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
+        except BaseException as error:
+            Path(partial).unlink(missing_ok=True)  # nothing partial stays, whatever stopped the backup
+            if isinstance(error, OSError):
+                raise self._faults("written", error) from None
             raise
 
     def put_manifest(self, name, manifest):

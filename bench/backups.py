@@ -1,8 +1,9 @@
 """`make bench` for backups kept elsewhere: a backup to an S3 store on this machine (SeaweedFS's `weed mini`,
 as the tests start it) against the floor of doing it by hand, at 1,000,000 identities on SQLite.
 
-- the service's way: `flask backup` to IDENTITY_BACKUP_URL (online backup, Zstandard, a multipart upload,
-  the check after it: size and SHA-256 of a download), as a scheduled backup runs;
+- the service's way: `flask backup` to IDENTITY_BACKUP_URL (online backup, then Zstandard streamed into a
+  multipart upload, and the check after it: size and SHA-256 of a download), as a scheduled backup runs, with
+  the peak of its temporary folder's bytes (the contract: at most one backup);
 - the floor: `flask backup PATH` followed by a plain upload of that file with the same client (boto3's
   upload_file, its defaults).
 
@@ -15,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -47,6 +49,34 @@ def timed(args, env, stdin=None):
     return seconds, int(result.stderr.decode().split()[-1]) / 1024, result.stdout.decode()
 
 
+def folder_bytes(folder):
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                pass  # removed between the listing and the stat
+    return total
+
+
+def watched(folder, run):
+    """run(), and the peak of the bytes in `folder` meanwhile (read every few milliseconds from a thread)."""
+    peak, done = [0], threading.Event()
+
+    def watch():
+        while not done.wait(0.005):
+            peak[0] = max(peak[0], folder_bytes(folder))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return run(), peak[0]
+    finally:
+        done.set()
+        watcher.join()
+
+
 def main():
     count = int(os.environ.get("BENCH_BACKUPS_N") or (20_000 if SKIP_SCALE else 1_000_000))
     with tempfile.TemporaryDirectory(prefix="bench-backups-") as folder:
@@ -65,7 +95,10 @@ def main():
                 timed([*flask, "identities", "import", "-"], env, stdin=stdin)
             lines.unlink()
             size = (folder / "identity.db").stat().st_size
-            service, service_rss, name = timed([*flask, "backup"], env)
+            scratch = folder / "tmp"
+            scratch.mkdir()
+            (service, service_rss, name), scratch_peak = watched(
+                scratch, lambda: timed([*flask, "backup"], {**env, "TMPDIR": str(scratch)}))
             local, local_rss, _ = timed([*flask, "backup", str(folder / "copy.db")], env)
             upload, upload_rss, _ = timed([sys.executable, "-c", PLAIN_UPLOAD, str(folder / "copy.db"), BUCKET,
                                            "bench/plain.db"], env)
@@ -78,6 +111,8 @@ def main():
           f"({size / 2**20:,.0f} MiB database):")
     print(f"  flask backup (to the store)        {service:7.1f} s   peak RSS {service_rss:4.0f} MB   "
           f"object {stored['ContentLength'] / 2**20:,.0f} MiB (compressed), verified after the upload")
+    print(f"    temporary space at its peak      {scratch_peak / 2**20:7.1f} MiB ({scratch_peak / size:.2f} of the "
+          "database file; the goal: at most one backup)")
     print(f"  flask backup PATH                  {local:7.1f} s   peak RSS {local_rss:4.0f} MB")
     print(f"  + plain boto3 upload of that file  {upload:7.1f} s   peak RSS {upload_rss:4.0f} MB")
     verdict = "ok" if ratio <= GOAL else "ABOVE GOAL"

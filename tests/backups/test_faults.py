@@ -137,3 +137,35 @@ def test_a_missing_folder_target_is_reported_and_not_created(database_url, tmp_p
     result = cli(app, "backup")
     assert result.exit_code == 1 and "does not exist: create it (the service does not)" in result.output
     assert not (tmp_path / "not-mounted").exists()
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.parametrize("where", ["s3", "folder"])
+def test_a_pg_dump_that_fails_midway_leaves_no_object_and_no_upload(backup_apps, database_url, tmp_path, monkeypatch,
+                                                                  seaweed, prefix, where):
+    """pg_dump's archive streams into the upload: one that breaks off after 12 MiB (past two 5 MiB parts) must not
+    complete the upload, and its message names the cause."""
+    import shutil
+
+    real = shutil.which("pg_dump")
+    fake = tmp_path / "bin" / "pg_dump"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then exec {real} --version; fi\n'
+                    "head -c 12582912 /dev/urandom\necho 'pg_dump: error: connection to server was lost' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    config = {"IDENTITY_BACKUP_PART_MB": 5}
+    if where == "folder":
+        (tmp_path / "offsite").mkdir()
+        config["IDENTITY_BACKUP_URL"] = str(tmp_path / "offsite")
+    app = backup_apps(database_url, **config)
+    result = cli(app, "backup")
+    assert result.exit_code == 1
+    assert "pg_dump failed: pg_dump: error: connection to server was lost" in result.output, result.output
+    if where == "s3":
+        assert seaweed.keys(prefix) == [] and seaweed.uploads(prefix) == []
+    else:
+        assert list((tmp_path / "offsite").iterdir()) == []
+    assert metric(app, "identity_backup_failures_total") == 1.0
+    assert app.test_client().get("/readyz").status_code == 200

@@ -4,7 +4,8 @@ On SQLite, a consistent copy (SQLite's online backup API, one snapshot) compress
 PostgreSQL, `pg_dump --format=custom` (compressed by pg_dump), run on a snapshot that the service exported
 so that the manifest's figures are those of the dump. With an encryption key, the result is encrypted in
 the age format (https://age-encryption.org/v1, X25519 recipient; pyrage) before it leaves the machine.
-Everything goes through files in the temporary folder, read and written in blocks: memory stays flat.
+The bytes are made as they are sent (Made.pour), in blocks: the SQLite copy is the only file a backup writes
+in the temporary folder (pg_dump's archive is read from its output), and memory stays flat.
 """
 
 import hashlib
@@ -13,22 +14,22 @@ import re
 import shutil
 import sqlite3
 import subprocess
-from dataclasses import dataclass
+import tempfile
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import gevent
 import pyrage
 import zstandard
 from alembic.runtime.migration import MigrationContext
-from gevent import monkey
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from ...storage.faults import cause
 from ...storage.models import Change, Identity
+from .streams import BLOCK, Tally, off_the_loop
 
-BLOCK = 1024 * 1024
 SEQUENCE = "identity_changes_seq_seq"  # PostgreSQL's sequence of identity_changes.seq
 # Where that sequence stands: its last value, and whether it was ever issued.
 SEQUENCE_STATE = text("SELECT last_value, is_called FROM identity_changes_seq_seq")
@@ -40,15 +41,46 @@ class BackupFailed(Exception):
 
 @dataclass
 class Made:
-    path: Path  # the object's bytes, in the temporary folder
-    size: int
-    sha256: str
+    """One backup, ready to be sent: its figures, and `pour(sink)` that writes its bytes into `sink` (then `size`
+    and `sha256` are theirs), followed by `finish()` once they are all read."""
+
     format: str  # "sqlite+zstd" or "pg_dump-custom", with "+age" when encrypted
     extension: str
     database: str  # sqlite or postgresql
     migration: str
     issued_up_to: int
     identities: int
+    plain: object = field(repr=False)  # the SQLite copy's path, or pg_dump's output (a readable file)
+    key: str | None = field(default=None, repr=False)
+    check: object = field(default=None, repr=False)  # raises BackupFailed when the source ended in a failure
+    size: int = 0
+    sha256: str = ""
+
+    def __post_init__(self):
+        if self.key is not None:
+            self.format, self.extension = self.format + "+age", self.extension + ".age"
+
+    def pour(self, sink):
+        """Write the backup's bytes into `sink`: the plain database, compressed (SQLite) and encrypted (with a key),
+        counted and hashed on the way. C code over files: call it off the loop."""
+        tally = Tally(sink)
+        with (open(self.plain, "rb") if isinstance(self.plain, Path) else nullcontext(self.plain)) as plain:
+            source = plain
+            if self.database == "sqlite":
+                source = zstandard.ZstdCompressor(level=3, threads=-1).stream_reader(plain, read_size=BLOCK,
+                                                                                   closefd=False)
+            if self.key is not None:
+                recipient = pyrage.x25519.Identity.from_str(self.key).to_public()
+                pyrage.encrypt_io(source, tally, [recipient])
+            else:
+                while block := source.read(BLOCK):
+                    tally.write(block)
+        tally.flush()
+        self.size, self.sha256 = tally.size, tally.sha.hexdigest()
+
+    def finish(self):
+        if self.check is not None:
+            self.check()
 
 
 def digest(path):
@@ -60,15 +92,14 @@ def digest(path):
 
 
 def needed_space(engine):
-    """The temporary space a backup of the database behind `engine` may take, in bytes."""
+    """The temporary space a backup of the database behind `engine` may take, in bytes: on SQLite its copy (the
+    file and its WAL at most); on PostgreSQL none, pg_dump's archive being read from its output."""
     url = engine.url
     if url.get_backend_name() == "sqlite":
         database = Path(url.database)
         wal = Path(f"{database}-wal")
-        size = database.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-        return 2 * size  # the copy, and its compressed form beside it until the copy is removed
-    with engine.connect() as connection:
-        return connection.execute(text("SELECT pg_database_size(current_database())")).scalar()
+        return database.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    return 0
 
 
 def check_space(folder, needed):
@@ -79,36 +110,26 @@ def check_space(folder, needed):
                            "larger disk.")
 
 
-def make(engine, folder, key=None):
-    """Make one backup of the database behind `engine` in `folder`, encrypted to the age identity `key` (its
-    public half) when one is given; returns Made. Raises BackupFailed."""
+@contextmanager
+def prepared(engine, folder, key=None):
+    """One backup of the database behind `engine`, ready to pour: a Made, encrypted to the age identity `key` (its
+    public half) when one is given. SQLite's copy is made in `folder`; PostgreSQL's pg_dump runs, on the exported
+    snapshot, until the context ends. Raises BackupFailed."""
     check_space(folder, needed_space(engine))
+    if engine.url.get_backend_name() != "sqlite":
+        with _postgresql(engine, folder, key) as made:
+            yield made
+        return
     try:
-        if engine.url.get_backend_name() == "sqlite":
-            made = off_the_loop(_sqlite, engine, folder)
-        else:
-            made = _postgresql(engine, folder)
-        if key is not None:
-            made = off_the_loop(_encrypted, made, folder, key)
-        made.size = made.path.stat().st_size
-        made.sha256 = off_the_loop(digest, made.path)
+        made = off_the_loop(_sqlite, engine, folder, key)
     except OSError as error:
         raise BackupFailed(f"The backup could not be written in {folder}: {error.strerror or error}. "
                            "Check its free space (TMPDIR names another folder).") from None
-    return made
+    yield made
 
 
-def off_the_loop(function, *args):
-    """function(*args), where it cannot hold up the process's requests. In a gevent worker (the default server) it
-    runs on a thread of gevent's threadpool: SQLite's backup, Zstandard, age and SHA-256 are C code that releases
-    the GIL over a file, so the worker's greenlets go on answering meanwhile. Elsewhere it runs here."""
-    if monkey.is_module_patched("threading"):
-        return gevent.get_hub().threadpool.apply(function, args)
-    return function(*args)
-
-
-def _sqlite(engine, folder):
-    copy, packed = folder / "identity.db", folder / "identity.db.zst"
+def _sqlite(engine, folder, key):
+    copy = folder / "identity.db"
     try:
         source = sqlite3.connect(engine.url.database, timeout=30)
         target = sqlite3.connect(copy)
@@ -121,10 +142,7 @@ def _sqlite(engine, folder):
     except sqlite3.Error as error:
         raise BackupFailed(f"SQLite's online backup failed ({error}); check the database and the free space.") from None
     migration, identities, issued = sqlite_facts(copy)
-    with open(copy, "rb") as plain, open(packed, "wb") as out:
-        zstandard.ZstdCompressor(level=3, threads=-1).copy_stream(plain, out, read_size=BLOCK, write_size=BLOCK)
-    copy.unlink()
-    return Made(packed, 0, "", "sqlite+zstd", ".sqlite.zst", "sqlite", migration, issued, identities)
+    return Made("sqlite+zstd", ".sqlite.zst", "sqlite", migration, issued, identities, plain=copy, key=key)
 
 
 def sqlite_facts(path):
@@ -179,37 +197,45 @@ def check_client(tool, engine):
                            f"client tools of version {server} or newer.")
 
 
-def _postgresql(engine, folder):
+@contextmanager
+def _postgresql(engine, folder, key):
     check_client("pg_dump", engine)
-    dump = folder / "identity.pgdump"
     url, env = libpq(engine.url)
-    with engine.connect().execution_options(isolation_level="REPEATABLE READ") as connection:
-        with connection.begin():
-            snapshot = connection.execute(text("SELECT pg_export_snapshot()")).scalar()
-            migration = MigrationContext.configure(connection).get_current_heads()
-            identities = connection.execute(select(func.count()).select_from(Identity.__table__)).scalar()
-            last, called = connection.execute(SEQUENCE_STATE).one()
-            issued = max(last if called else 0, connection.execute(select(func.max(Change.seq))).scalar() or 0)
-            # pg_dump reads the database as this transaction sees it: the figures above are the dump's.
-            done = subprocess.run(["pg_dump", "--format=custom", f"--snapshot={snapshot}", f"--file={dump}", url],
-                                  capture_output=True, text=True, env=env)
-    if done.returncode:
-        raise BackupFailed(f"pg_dump failed: {last_line(done.stderr)}")
-    return Made(dump, 0, "", "pg_dump-custom", ".pgdump", "postgresql", migration[0], issued, identities)
+    with engine.connect().execution_options(isolation_level="REPEATABLE READ") as connection, connection.begin():
+        snapshot = connection.execute(text("SELECT pg_export_snapshot()")).scalar()
+        migration = MigrationContext.configure(connection).get_current_heads()
+        identities = connection.execute(select(func.count()).select_from(Identity.__table__)).scalar()
+        last, called = connection.execute(SEQUENCE_STATE).one()
+        issued = max(last if called else 0, connection.execute(select(func.max(Change.seq))).scalar() or 0)
+        # pg_dump reads the database as this transaction sees it, which stays open until the dump is read: the
+        # figures above are the dump's. Its archive goes to a pipe (read as the backup is sent), its messages
+        # to a file.
+        read, write = os.pipe()
+        with tempfile.TemporaryFile(dir=folder) as messages, os.fdopen(read, "rb", buffering=BLOCK) as output:
+            try:
+                dump = subprocess.Popen(["pg_dump", "--format=custom", f"--snapshot={snapshot}", url],
+                                        stdout=write, stderr=messages, env=env)
+            finally:
+                os.close(write)
+
+            def check():
+                if dump.wait():
+                    messages.seek(0)
+                    raise BackupFailed(f"pg_dump failed: {last_line(messages.read().decode(errors='replace'))}")
+
+            try:
+                yield Made("pg_dump-custom", ".pgdump", "postgresql", migration[0], issued, identities, plain=output,
+                           key=key, check=check)
+            finally:
+                output.close()  # a pg_dump still writing meets a closed pipe and stops
+                if dump.poll() is None:
+                    dump.kill()
+                dump.wait()
 
 
 def last_line(stderr):
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "no message"
-
-
-def _encrypted(made, folder, key):
-    sealed = folder / (made.path.name + ".age")
-    with open(made.path, "rb") as plain, open(sealed, "wb") as out:
-        pyrage.encrypt_io(plain, out, [pyrage.x25519.Identity.from_str(key).to_public()])
-    made.path.unlink()
-    made.path, made.format, made.extension = sealed, made.format + "+age", made.extension + ".age"
-    return made
 
 
 def unpack(raw, manifest, folder, key=None):

@@ -82,10 +82,10 @@ def _take(kind, run_id, scheduled_for):
         # The audit log's head before the copy: every entry up to it is in the backup. Kept off the machine with
         # the manifest, it shows any later edit of the log (flask audit verify --expect SEQ:HASH).
         audit_head = audit.head()
-        made = archive.make(db.engine, Path(folder), config.get("IDENTITY_BACKUP_ENCRYPTION_KEY"))
-        name = f"identity-{started:%Y%m%dT%H%M%SZ}-{kind}{made.extension}"
-        _record(run_id, name=name)
-        store.put(name, made.path)
+        with archive.prepared(db.engine, Path(folder), config.get("IDENTITY_BACKUP_ENCRYPTION_KEY")) as made:
+            name = f"identity-{started:%Y%m%dT%H%M%SZ}-{kind}{made.extension}"
+            _record(run_id, name=name)
+            store.put(name, made)
         manifest = {
             "name": name, "format": made.format, "database": made.database, "migration": made.migration,
             "issued_up_to": made.issued_up_to, "identities": made.identities, "sha256": made.sha256,

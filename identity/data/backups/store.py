@@ -9,7 +9,6 @@ none carries a secret (botocore's messages name the key id at most, never the se
 
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,8 @@ from boto3.exceptions import S3UploadFailedError
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from .streams import Piped, off_the_loop
 
 MANIFEST = ".json"
 PREFIX = "identity-"
@@ -72,19 +73,22 @@ class FolderStore:
                 partial.unlink(missing_ok=True)
         return []
 
-    def put(self, name, path):
+    def put(self, name, made):
+        """Write the backup `made` (archive.Made) here as `name`: poured into a temporary file of this folder, off
+        the loop, synced, and renamed once whole."""
         folder = self._checked()
         partial = folder / f".{name}.partial"
         try:
             handle, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
-            with os.fdopen(handle, "wb") as target, open(path, "rb") as source:
-                shutil.copyfileobj(source, target, MiB)
-                target.flush()
-                os.fsync(target.fileno())
+            with os.fdopen(handle, "wb") as target:
+                off_the_loop(_poured, made, target)
+            made.finish()
             os.replace(partial, folder / name)
-        except OSError as error:
-            Path(partial).unlink(missing_ok=True)
-            raise self._faults("written", error) from None
+        except BaseException as error:
+            Path(partial).unlink(missing_ok=True)  # nothing partial stays, whatever stopped the backup
+            if isinstance(error, OSError):
+                raise self._faults("written", error) from None
+            raise
 
     def put_manifest(self, name, manifest):
         folder = self._checked()
@@ -134,10 +138,12 @@ class S3Store:
     that fails is aborted: by boto3 at once, or by abort_incomplete() at the next contact."""
 
     def __init__(self, url, addressing, part_mb=16):
-        # Parts of `part_mb` MiB, four at a time: memory stays near four parts whatever the size (16 MiB parts
+        # Parts of `part_mb` MiB, four at a time: memory stays near five parts whatever the size (16 MiB parts
         # reach 160 GiB in S3's 10,000).
         self.transfer = TransferConfig(multipart_threshold=part_mb * MiB, multipart_chunksize=part_mb * MiB,
                                        max_concurrency=4, use_threads=True)
+        # A stream's parts are read into memory before they are sent: four at most, and the one being read.
+        self.transfer.max_in_memory_upload_chunks = 4
         parts = urlsplit(url)
         self.bucket = parts.netloc
         self.prefix = parts.path.strip("/") + "/" if parts.path.strip("/") else ""
@@ -174,13 +180,17 @@ class S3Store:
             raise self._error(error) from None
         return aborted
 
-    def put(self, name, path):
+    def put(self, name, made):
+        """Upload the backup `made` (archive.Made) as `name`, its bytes made as they are sent: poured on a thread
+        into a pipe that boto3 reads a part at a time. An upload that fails, or whose bytes break off, is aborted
+        (by boto3), and completes only once `made` ended well."""
+        stream = Piped(made.pour, made.finish)
         try:
-            # From the file's name, boto3 reads each part from the file as it sends it, rather than
-            # holding queued parts in memory as it does for a file object.
-            self.client.upload_file(str(path), self.bucket, self._key(name), Config=self.transfer)
+            self.client.upload_fileobj(stream, self.bucket, self._key(name), Config=self.transfer)
         except (BotoCoreError, ClientError, S3UploadFailedError) as error:
             raise self._error(error) from None
+        finally:
+            stream.close()
 
     def put_manifest(self, name, manifest):
         try:
@@ -255,6 +265,12 @@ def describe(error, bucket, endpoint):
         return (f"The store at {endpoint} could not be reached or stopped answering "
                 f"({type(error).__name__}): check that it is up and AWS_ENDPOINT_URL; the backup is tried again.")
     return f"The store at {endpoint} failed ({type(error).__name__})."
+
+
+def _poured(made, target):
+    made.pour(target)
+    target.flush()
+    os.fsync(target.fileno())
 
 
 def parse_manifest(raw):

@@ -1,0 +1,93 @@
+"""Temporary space during a backup: at most one copy of the database (the contract: "temporary space is at most
+one backup"). The backup is streamed from SQLite's online-backup copy (or from pg_dump) through Zstandard and
+age into the upload, so the copy is all that sits in the temporary folder. A thread watches that folder's bytes
+while a backup of 24 MiB that do not compress goes to the store, encrypted (the case that needs the most)."""
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import pyrage
+import pytest
+from sqlalchemy import text
+
+from identity.storage.database import db
+from tests.backups.test_faults import junk  # noqa: F401 - 24 MiB that do not compress
+from tests.backups.test_round_trip import cli, take
+
+KEY = str(pyrage.x25519.Identity.generate())
+
+
+class Watcher:
+    """The peak of the bytes in the files under `folder`, read from a thread every millisecond or so."""
+
+    def __init__(self, folder):
+        self.folder, self.peak, self.stopping = folder, 0, threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self):
+        while not self.stopping.is_set():
+            total = 0
+            for root, _, files in os.walk(self.folder):
+                for name in files:
+                    try:
+                        total += os.stat(os.path.join(root, name)).st_size
+                    except FileNotFoundError:
+                        pass  # removed between the listing and the stat
+            self.peak = max(self.peak, total)
+            self.stopping.wait(0.001)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.stopping.set()
+        self.thread.join()
+
+
+@pytest.fixture
+def temporary(tmp_path, monkeypatch):
+    """A temporary folder of this test's own, where tempfile puts everything (tempfile.tempdir)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def database_bytes(app, database_url, backend):
+    """The size of the database: SQLite's file and its WAL; PostgreSQL's pg_database_size."""
+    if backend == "sqlite":
+        with app.app_context():
+            # Its pages all in the file (none left in the WAL): the file's size is the database's.
+            db.session.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+        return Path(database_url.removeprefix("sqlite:///")).stat().st_size
+    with app.app_context():
+        return db.session.execute(text("SELECT pg_database_size(current_database())")).scalar()
+
+
+@pytest.mark.parametrize("where", ["s3", "folder"])
+def test_a_backup_uses_at_most_one_copy_of_the_database_in_temporary_space(backup_apps, database_url, junk,  # noqa: F811
+                                                                          temporary, tmp_path, backend, where):
+    config = {"IDENTITY_BACKUP_ENCRYPTION_KEY": KEY, "IDENTITY_BACKUP_PART_MB": 5}
+    if where == "folder":
+        (tmp_path / "offsite").mkdir()
+        config["IDENTITY_BACKUP_URL"] = str(tmp_path / "offsite")
+    app = backup_apps(database_url, **config)
+    size = database_bytes(app, database_url, backend)
+    assert size > 24 * 1024 * 1024
+    with Watcher(temporary) as watcher:
+        name = take(app)
+    assert cli(app, "backups", "verify", name).exit_code == 0
+    stored = int(next(line for line in cli(app, "backups", "list").stdout.splitlines()
+                      if line.startswith(name)).split("\t")[2])
+    assert stored > 24 * 1024 * 1024  # the backup holds the 24 MiB, encrypted
+    if backend == "sqlite":
+        # The online-backup copy is there (the watcher sees the folder), and nothing beside it.
+        assert watcher.peak > size // 2, f"the watcher saw {watcher.peak} bytes: not the backup's folder"
+        assert watcher.peak <= 1.1 * size, (f"{watcher.peak:,} bytes of temporary space for a database of "
+                                            f"{size:,} bytes")
+    else:
+        # pg_dump's archive streams into the upload: only its messages are written here.
+        assert watcher.peak < 1024 * 1024, f"{watcher.peak:,} bytes of temporary space for a {stored:,}-byte dump"

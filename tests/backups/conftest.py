@@ -1,9 +1,11 @@
 """Fixtures of the backup tests: one SeaweedFS S3 store for the session (its bucket created by the tests, as
 an operator creates it), a fresh prefix of it per test, and apps whose target is that prefix."""
 
+import os
 import uuid
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from identity import background
 from identity.storage.database import db
@@ -56,3 +58,19 @@ def backup_apps(target):
         background.stop(app)
         with app.app_context():
             db.engine.dispose()
+
+
+@pytest.fixture
+def junk(database_url, backend):
+    """24 MiB that do not compress, in a table of their own: a backup of several parts."""
+    engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    kind = "BLOB" if backend == "sqlite" else "BYTEA"
+    with engine.begin() as connection:
+        connection.execute(text(f"CREATE TABLE backup_test_junk (data {kind})"))
+        for _ in range(24):
+            connection.execute(text("INSERT INTO backup_test_junk (data) VALUES (:data)"),
+                               {"data": os.urandom(1024 * 1024)})
+    yield
+    with engine.begin() as connection:
+        connection.execute(text("DROP TABLE backup_test_junk"))
+    engine.dispose()

@@ -54,24 +54,6 @@ def test_a_store_down_is_named_and_the_service_keeps_serving(backup_apps, databa
     assert app.test_client().get("/readyz").status_code == 200
 
 
-@pytest.fixture
-def junk(database_url, backend):
-    """24 MiB that do not compress, in a table of their own: a backup of several parts."""
-    from sqlalchemy import create_engine
-
-    engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
-    kind = "BLOB" if backend == "sqlite" else "BYTEA"
-    with engine.begin() as connection:
-        connection.execute(text(f"CREATE TABLE backup_test_junk (data {kind})"))
-        for _ in range(24):
-            connection.execute(text("INSERT INTO backup_test_junk (data) VALUES (:data)"),
-                               {"data": os.urandom(1024 * 1024)})
-    yield
-    with engine.begin() as connection:
-        connection.execute(text("DROP TABLE backup_test_junk"))
-    engine.dispose()
-
-
 def test_a_store_stopped_mid_upload_leaves_no_backup_and_its_upload_is_aborted_at_the_next_contact(
         backup_apps, database_url, junk, tmp_path, monkeypatch, s3_env):
     store = Seaweed(tmp_path / "store").start()

@@ -13,8 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from identity.storage.database import db
-from tests.backups.test_faults import junk  # noqa: F401 - 24 MiB that do not compress
-from tests.backups.test_round_trip import cli, take
+from tests.common.backups import cli, take
 
 KEY = str(pyrage.x25519.Identity.generate())
 

@@ -1,9 +1,9 @@
 """The HTTP API: one blueprint, one module of views per resource registering on it (identities, changes,
-keys, signin, webhooks, mirrors, health), and what every request passes through (web.requests)."""
+keys, signin, webhooks, mirrors, health), and what every request passes through (web.hooks)."""
 
 import flask_smorest
 
-from .requests import BodyParser, refuse_until_migrated
+from .hooks import BodyParser, refuse_until_migrated
 
 
 class Blueprint(flask_smorest.Blueprint):
@@ -42,10 +42,10 @@ from . import audit, changes, health, identities, keys, mirrors, signin, webhook
 
 
 def init_app(app):
-    """Give `app` the API: the request class and JSON, the blueprint, its document, its errors, metrics and limits."""
-    from . import limits, metrics, openapi, problems, requests
+    """Give `app` the API: the request class and JSON, the blueprint, its document, its errors, metrics and budgets."""
+    from . import budgets, hooks, metrics, openapi, problems
 
-    requests.init_app(app)
+    hooks.init_app(app)
     api = problems.ProblemApi(app, spec_kwargs=openapi.spec_kwargs())
     api.register_default_problem()
     openapi.init_app(app, api)
@@ -53,5 +53,5 @@ def init_app(app):
     openapi.document_aliases(app, api, ALIASES)
     problems.register_error_handlers(app)
     metrics.init_app(app)
-    limits.init_app(app)
+    budgets.init_app(app)
     audit.init_app(app)

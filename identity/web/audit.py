@@ -8,7 +8,7 @@ from marshmallow import RAISE
 from ..core import audit, audit_log
 from ..core.keys import KEY_PREFIX
 from ..schemas import AuditListArgsSchema, AuditPageSchema
-from . import blp, limits
+from . import blp, budgets
 from .auth import auth
 from .openapi import QUERY, operation, problems
 from .problems import problem_body
@@ -34,7 +34,7 @@ def web_context():
     return {
         "via": "console" if request.blueprint == "console" else "api",
         "request_id": getattr(request, "request_id", None),
-        "client_address": limits.client_address(),
+        "client_address": budgets.client_address(),
         "user_agent": user_agent(),
         "caller": getattr(request, "caller", None),
     }
@@ -51,7 +51,7 @@ def user_agent():
 
 @blp.route("/audit", endpoint="list_audit")
 @auth.login_required(role="Admin")
-@limits.reads
+@budgets.reads
 @operation("listAudit")
 @blp.arguments(AuditListArgsSchema(), location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, AuditPageSchema, example={"limit": 20, "data": [ENTRY_EXAMPLE], "next": None})

@@ -26,7 +26,7 @@ auth = HTTPTokenAuth(scheme="ApiKey", header=HEADER)
 @auth.verify_token
 def authenticate(key):
     """The request's Caller, or None for no valid key; ReadOnlyKey for a read-only key on a route that
-    writes. The Caller is kept on the request (web.requests.Request.caller), where current_caller reads it,
+    writes. The Caller is kept on the request (web.hooks.Request.caller), where current_caller reads it,
     as soon as the key is known good: a request refused for its role (403) is logged with its key's id."""
     caller = request.caller = caller_of(key)
     if caller is not None and caller.scope == "read" and request.method not in READ_SCOPE_METHODS:

@@ -12,7 +12,7 @@ from ..core.keys import caller_of
 from ..feed import live, streams
 from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, LastEventIdSchema
 from ..storage.database import db
-from . import alias, blp, limits
+from . import alias, blp, budgets
 from .auth import HEADER, auth, current_caller
 from .openapi import CHANGE_EXAMPLE, EVENT_STREAM_DOC, IDENTITY_ID, NOT_FOUND, PROBLEMS, operation, problems
 from .problems import problem_body
@@ -21,7 +21,7 @@ from .problems import problem_body
 @blp.route("/identity/<identity_id>/changes", endpoint="identity_changes", parameters=[IDENTITY_ID])
 @alias("/identities/<identity_id>/changes", of="/identity/<identity_id>/changes")
 @auth.login_required
-@limits.reads
+@budgets.reads
 @operation("listIdentityChanges")
 @blp.response(200, ChangeListSchema, example={"data": [CHANGE_EXAMPLE]})
 @problems(404, _404=NOT_FOUND["identity"])
@@ -62,7 +62,7 @@ TOO_MANY_STREAMS = {
 
 @blp.route("/changes", endpoint="change_feed")
 @auth.login_required
-@limits.reads
+@budgets.reads
 @operation("listChanges", responses={200: EVENT_STREAM_DOC})
 @blp.arguments(ChangeFeedArgsSchema(), location="query", unknown=RAISE, error_status_code=400)
 @blp.arguments(LastEventIdSchema(), location="headers", error_status_code=400)
@@ -97,7 +97,7 @@ def _answer(args, last_event_id, caller):
     # pool now, not when the long poll answers or the stream ends.
     db.session.commit()
     hub = live.hub_of(current_app)
-    cap = limits.open_streams(current_app).hold(caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
+    cap = budgets.open_streams(current_app).hold(caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
     # The stream follows its key as it is now: it ends when the key no longer gives what it was opened
     # with (revoked or expired, its user's role or its scope changed), and the client reconnects to what
     # it may read then. Streams of one key opened with different views are different holders.

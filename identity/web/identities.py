@@ -19,7 +19,7 @@ from ..schemas import (
     identity_patch_schema,
     identity_schema,
 )
-from . import alias, blp, limits
+from . import alias, blp, budgets
 from .auth import auth, current_caller
 from .metrics import IDENTITIES_CREATED
 from .openapi import (
@@ -76,7 +76,7 @@ PREVIEW_EXAMPLE = {
 @blp.route("/identity/<identity_id:identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
 @alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>")
 @auth.login_required
-@limits.reads
+@budgets.reads
 @operation("getIdentity", parameters=[IF_NONE_MATCH], responses={304: NOT_MODIFIED})
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
 @problems(404, 410, _404=NOT_FOUND["identity"])
@@ -127,7 +127,7 @@ def conditional(kept):
 @blp.route("/identity/<identity_id>/content", endpoint="get_identity_content", parameters=[IDENTITY_ID])
 @alias("/identities/<identity_id>/content", of="/identity/<identity_id>/content")
 @auth.login_required
-@limits.reads
+@budgets.reads
 @operation("getIdentityContent", parameters=[IF_NONE_MATCH_CONTENT],
            responses={304: {"description": "If-None-Match named the content_id; no body.", "headers": {"ETag": ETAG}}})
 @blp.response(
@@ -160,7 +160,7 @@ CREATED_LINKS = {"links": {
 @blp.route("/identity", methods=["POST"], endpoint="create_identity")
 @alias("/identities", "/identity/", "/identities/", of="/identity", methods=["POST"])
 @auth.login_required
-@limits.creates
+@budgets.creates
 @operation("createIdentity", responses={201: CREATED_LINKS})
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
@@ -184,7 +184,7 @@ def create_identity(fields):
 
 @blp.route("/identity/preview", methods=["POST"], endpoint="preview_identity")
 @auth.login_required
-@limits.creates
+@budgets.creates
 @operation("previewIdentity")
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(200, IdentityPreviewSchema, example=PREVIEW_EXAMPLE)
@@ -202,7 +202,7 @@ def preview_identity(fields):
 @blp.route("/identity/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
 @alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>", methods=["PATCH"])
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("updateIdentity", parameters=[IF_MATCH])
 @blp.arguments(identity_patch_schema, example=PATCH_EXAMPLE)
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
@@ -234,7 +234,7 @@ LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], 
 @blp.route("/identities", endpoint="list_identities")
 @alias("/identities/search", "/identities/", of="/identities")
 @auth.login_required
-@limits.reads
+@budgets.reads
 @operation("listIdentities")
 @blp.arguments(identity_list_args_schema, location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, identity_page_schema, example=LIST_EXAMPLE)

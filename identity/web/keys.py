@@ -22,7 +22,7 @@ from ..schemas import (
     UserGrantSchema,
     UserWithCountSchema,
 )
-from . import blp, limits
+from . import blp, budgets
 from .auth import ADMIN_ONLY_DETAIL, auth, current_caller
 from .openapi import BODY, NOT_FOUND, QUERY, operation, problems
 from .problems import problem_body
@@ -76,7 +76,7 @@ READ_ONLY = problem_body(403, ReadOnlyKey.DETAIL)
 
 @blp.route("/me", endpoint="get_me")
 @auth.login_required
-@limits.reads
+@budgets.reads
 @operation("getMe")
 @blp.response(200, MeSchema, example=ME_EXAMPLE)
 def get_me():
@@ -86,7 +86,7 @@ def get_me():
 
 @blp.route("/me/key/rotate", methods=["POST"], endpoint="rotate_my_key")
 @auth.login_required
-@limits.creates
+@budgets.creates
 @operation("rotateMyKey")
 @blp.arguments(KeyRotateSchema(), example={"grace_seconds": 300})
 @blp.response(201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.")
@@ -105,7 +105,7 @@ def rotate_my_key(args):
 
 @blp.route("/me/key", methods=["DELETE"], endpoint="revoke_my_key")
 @auth.login_required
-@limits.creates
+@budgets.creates
 @operation("revokeMyKey")
 @blp.response(204, description="The calling key is revoked: it is refused from now on.")
 def revoke_my_key():
@@ -116,7 +116,7 @@ def revoke_my_key():
 
 @blp.route("/keys", methods=["POST"], endpoint="create_key")
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("createKey", responses={201: ISSUED_LINKS})
 @blp.arguments(KeyCreateSchema(), example={"wallet": _WALLET, "scope": "read", "label": "status page"})
 @blp.response(
@@ -133,7 +133,7 @@ def create_key(fields):
 
 @blp.route("/keys", endpoint="list_keys")
 @auth.login_required(role="Admin")
-@limits.reads
+@budgets.reads
 @operation("listKeys")
 @blp.arguments(KeyListArgsSchema(), location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, KeyPageSchema, example=PAGE_EXAMPLE)
@@ -146,7 +146,7 @@ def list_keys(args):
 
 @blp.route("/keys/<key_id>", endpoint="get_key", parameters=[KEY_ID])
 @auth.login_required(role="Admin")
-@limits.reads
+@budgets.reads
 @operation("getKey")
 @blp.response(200, KeySchema, example=KEY_EXAMPLE)
 @problems(403, 404, _404=NOT_FOUND["key"])
@@ -157,7 +157,7 @@ def get_key(key_id):
 
 @blp.route("/keys/<key_id>/rotate", methods=["POST"], endpoint="rotate_key", parameters=[KEY_ID])
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("rotateKey", responses={201: ISSUED_LINKS})
 @blp.arguments(KeyRotateSchema(), example={"grace_seconds": 300})
 @blp.response(
@@ -176,7 +176,7 @@ def rotate_key(args, key_id):
 
 @blp.route("/keys/<key_id>", methods=["DELETE"], endpoint="revoke_key", parameters=[KEY_ID])
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("revokeKey")
 @blp.response(204, description="The key is revoked (or was already): it is refused from now on.")
 @problems(403, 404, _403=ADMIN_ONLY, _404=NOT_FOUND["key"])
@@ -188,7 +188,7 @@ def revoke_key(key_id):
 
 @blp.route("/users/<wallet>", endpoint="get_user", parameters=[WALLET])
 @auth.login_required
-@limits.reads
+@budgets.reads
 @operation("getUser")
 @blp.response(200, UserWithCountSchema, example=USER_EXAMPLE)
 @problems(404, _404=NOT_FOUND["user"])
@@ -200,7 +200,7 @@ def get_user(wallet):
 
 @blp.route("/users/<wallet>", methods=["PATCH"], endpoint="set_user_grant", parameters=[WALLET])
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("setUserGrant")
 @blp.arguments(UserGrantSchema(), example={"grant": "read"})
 @blp.response(200, UserWithCountSchema, example={**USER_EXAMPLE, "grant": "read"})

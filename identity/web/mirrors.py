@@ -2,7 +2,7 @@
 
 from ..data import mirrors
 from ..schemas import MirrorCreateSchema, MirrorListSchema, MirrorPatchSchema, MirrorSchema
-from . import blp, limits
+from . import blp, budgets
 from .auth import auth
 from .openapi import BODY, MIRROR_EXAMPLE, NOT_FOUND, operation, problems
 
@@ -19,7 +19,7 @@ TAKEN = "A mirror of that name, or of that upstream, is registered already; deta
 
 @blp.route("/mirrors", methods=["POST"], endpoint="create_mirror")
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("createMirror")
 @blp.arguments(
     MirrorCreateSchema(), example={"url": MIRROR_EXAMPLE["url"], "key": "idsk_...", "name": MIRROR_EXAMPLE["name"]}
@@ -33,7 +33,7 @@ def create_mirror(fields):
 
 @blp.route("/mirrors", endpoint="list_mirrors")
 @auth.login_required(role="Admin")
-@limits.reads
+@budgets.reads
 @operation("listMirrors")
 @blp.response(200, MirrorListSchema, example={"data": [MIRROR_EXAMPLE]})
 @problems(403)
@@ -44,7 +44,7 @@ def list_mirrors():
 
 @blp.route("/mirrors/<uuid:mirror_id>", endpoint="get_mirror", parameters=[MIRROR_ID])
 @auth.login_required(role="Admin")
-@limits.reads
+@budgets.reads
 @operation("getMirror")
 @blp.response(200, MirrorSchema, example=MIRROR_EXAMPLE)
 @problems(403, 404, _404=NOT_FOUND["mirror"])
@@ -55,7 +55,7 @@ def get_mirror(mirror_id):
 
 @blp.route("/mirrors/<uuid:mirror_id>", methods=["PATCH"], endpoint="update_mirror", parameters=[MIRROR_ID])
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("updateMirror")
 @blp.arguments(MirrorPatchSchema(), example={"active": False})
 @blp.response(200, MirrorSchema, example=MIRROR_EXAMPLE)
@@ -68,7 +68,7 @@ def update_mirror(changes, mirror_id):
 
 @blp.route("/mirrors/<uuid:mirror_id>", methods=["DELETE"], endpoint="delete_mirror", parameters=[MIRROR_ID])
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("deleteMirror")
 @blp.response(204, description="Removed; the identities it copied stay, as this instance's own.")
 @problems(403, 404, _404=NOT_FOUND["mirror"])

@@ -1,11 +1,11 @@
 """Sign-in with Ethereum (EIP-4361): a nonce, then a wallet's signed message for a key of its own. No key is
-needed; each route has a budget per client address (web.limits). Both are 404 until IDENTITY_SIWE_DOMAIN is set.
+needed; each route has a budget per client address (web.budgets). Both are 404 until IDENTITY_SIWE_DOMAIN is set.
 """
 
 from ..core import signin
 from ..core.errors import SigninOff
 from ..schemas import SignedInSchema, SigninNonceSchema, signin_schema
-from . import blp, limits
+from . import blp, budgets
 from .keys import ISSUED_EXAMPLE, ME_EXAMPLE
 from .openapi import BODY, CHAIN_UNAVAILABLE, UNAVAILABLE, operation, problems
 from .problems import problem_body
@@ -64,7 +64,7 @@ NOT_A_MESSAGE = {
 
 @blp.route("/auth/nonce", endpoint="get_signin_nonce")
 @signin.when_on
-@limits.nonces
+@budgets.nonces
 @operation("getSigninNonce", security=[])
 @blp.response(200, SigninNonceSchema, example=NONCE_EXAMPLE, headers=NO_STORE)
 @problems(404, 429, 503, _404=OFF, _429=BUDGET, _503=UNAVAILABLE)
@@ -78,7 +78,7 @@ def get_signin_nonce():
 
 @blp.route("/auth/siwe", methods=["POST"], endpoint="sign_in_with_ethereum")
 @signin.when_on
-@limits.signins
+@budgets.signins
 @operation("signInWithEthereum", security=[])
 @blp.arguments(signin_schema, example=SIGNIN_EXAMPLE)
 @blp.response(201, SignedInSchema, example=SIGNED_IN_EXAMPLE, headers=NO_STORE,

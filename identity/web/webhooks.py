@@ -9,7 +9,7 @@ from ..schemas import (
     WebhookPatchSchema,
     WebhookSchema,
 )
-from . import blp, limits
+from . import blp, budgets
 from .auth import auth
 from .openapi import BODY, DELIVERY_EXAMPLES, NOT_FOUND, WEBHOOK_CREATED_EXAMPLE, WEBHOOK_EXAMPLE, operation, problems
 from .problems import problem_body
@@ -34,7 +34,7 @@ URL_PROBLEM = {"description": "An invalid, unknown or refused field; errors name
 
 @blp.route("/webhooks", methods=["POST"], endpoint="create_webhook")
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("createWebhook")
 @blp.arguments(WebhookCreateSchema(), example={"url": WEBHOOK_EXAMPLE["url"], "description": "Search index"})
 @blp.response(201, WebhookCreatedSchema, example=WEBHOOK_CREATED_EXAMPLE)
@@ -46,7 +46,7 @@ def create_webhook(fields):
 
 @blp.route("/webhooks", endpoint="list_webhooks")
 @auth.login_required(role="Admin")
-@limits.reads
+@budgets.reads
 @operation("listWebhooks")
 @blp.response(200, WebhookListSchema, example={"data": [WEBHOOK_EXAMPLE]})
 @problems(403)
@@ -57,7 +57,7 @@ def list_webhooks():
 
 @blp.route("/webhooks/<uuid:webhook_id>", endpoint="get_webhook", parameters=[WEBHOOK_ID])
 @auth.login_required(role="Admin")
-@limits.reads
+@budgets.reads
 @operation("getWebhook")
 @blp.response(200, WebhookSchema, example=WEBHOOK_EXAMPLE)
 @problems(403, 404, _404=NOT_FOUND["webhook"])
@@ -68,7 +68,7 @@ def get_webhook(webhook_id):
 
 @blp.route("/webhooks/<uuid:webhook_id>", methods=["PATCH"], endpoint="update_webhook", parameters=[WEBHOOK_ID])
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("updateWebhook")
 @blp.arguments(WebhookPatchSchema(), example={"active": True})
 @blp.response(200, WebhookSchema, example=WEBHOOK_EXAMPLE)
@@ -81,7 +81,7 @@ def update_webhook(changes, webhook_id):
 
 @blp.route("/webhooks/<uuid:webhook_id>", methods=["DELETE"], endpoint="delete_webhook", parameters=[WEBHOOK_ID])
 @auth.login_required(role="Admin")
-@limits.creates
+@budgets.creates
 @operation("deleteWebhook")
 @blp.response(204, description="Removed; nothing more is delivered to it.")
 @problems(403, 404, _404=NOT_FOUND["webhook"])
@@ -92,7 +92,7 @@ def delete_webhook(webhook_id):
 
 @blp.route("/webhooks/<uuid:webhook_id>/deliveries", endpoint="list_webhook_deliveries", parameters=[WEBHOOK_ID])
 @auth.login_required(role="Admin")
-@limits.reads
+@budgets.reads
 @operation("listWebhookDeliveries")
 @blp.response(200, DeliveryListSchema, example={"data": DELIVERY_EXAMPLES})
 @problems(403, 404, _404=NOT_FOUND["webhook"])

@@ -165,14 +165,14 @@ class RateLimits:
         return self._spend(self.local, budget, key_id)
 
     def _spend(self, limiter, budget, key_id):
-        limits = self.budgets[budget]
-        for item in limits:
+        windows = self.budgets[budget]
+        for item in windows:
             if not limiter.hit(item, KEY_PREFIX, key_id, budget):
                 stats = limiter.get_window_stats(item, KEY_PREFIX, key_id, budget)
                 return Window(False, item.amount, 0, stats.reset_time)
         # Within every limit, the headers describe the one of the smallest window.
-        stats = limiter.get_window_stats(limits[0], KEY_PREFIX, key_id, budget)
-        return Window(True, limits[0].amount, stats.remaining, stats.reset_time)
+        stats = limiter.get_window_stats(windows[0], KEY_PREFIX, key_id, budget)
+        return Window(True, windows[0].amount, stats.remaining, stats.reset_time)
 
     def counts(self):
         """The storage that counts now: the shared one unless it has failed lately, else the local one."""
@@ -338,7 +338,7 @@ def _budget(setting, budget, what, who=caller_key_id, by="with this API key", na
         @wraps(view)
         def limited(*args, **kwargs):
             window = rate_limits(current_app).spend(budget, who())
-            # Every response to this request carries the headers, errors included (finish.py).
+            # Every response to this request carries the headers, errors included (hooks.finish_response).
             request.rate_limit_window = window
             if not window.allowed:
                 raise TooManyRequests(
@@ -369,5 +369,5 @@ def init_app(app):
     app.extensions["identity_trusted_proxies"] = None if proxies == "*" else tuple(
         ipaddress.ip_network(item.strip(), strict=False) for item in proxies.split(",")
     )
-    app.extensions["identity_rate_limits"] = limits = RateLimits(app.config)
-    app.extensions["identity_open_streams"] = OpenStreams(limits)
+    app.extensions["identity_rate_limits"] = counted = RateLimits(app.config)
+    app.extensions["identity_open_streams"] = OpenStreams(counted)

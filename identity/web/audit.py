@@ -9,9 +9,8 @@ from ..core import audit, audit_log
 from ..core.keys import KEY_PREFIX
 from ..schemas import AuditListArgsSchema, AuditPageSchema
 from . import blp, budgets
-from .auth import auth
-from .openapi import QUERY, operation, problems
-from .problems import problem_body
+from .answers import answers
+from .auth import access
 
 # A user agent is kept to this many characters: it is the client's to choose.
 MAX_USER_AGENT = 512
@@ -50,13 +49,10 @@ def user_agent():
 
 
 @blp.route("/audit", endpoint="list_audit")
-@auth.login_required(role="Admin")
-@budgets.reads
-@operation("listAudit")
+@access(budgets.reads, role="Admin")
+@blp.doc(operationId="listAudit", responses=answers("InvalidAuditQuery", "AdminOnly"))
 @blp.arguments(AuditListArgsSchema(), location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, AuditPageSchema, example={"limit": 20, "data": [ENTRY_EXAMPLE], "next": None})
-@problems(400, 403, _400={**QUERY, "example": problem_body(400, "Invalid query parameters: actor.", errors={
-    "actor": ["Not an Ethereum address: expected 0x and 40 hex digits."]})})
 def list_audit(args):
     """The audit log, newest first (Admin keys only; a read key is enough): who did what to keys, users,
     webhooks, mirrors and identities, sign-ins and console sessions, and the data commands; each entry with

@@ -93,7 +93,7 @@ def access(budget, *, role=None, when=None):
 
 def check_access():
     """Before a request of the API (the blueprint's hook): what its view's access() declared; a refusal is
-    the answer. OPTIONS is Flask's to answer (Allow), for every route, as it was before any view."""
+    the answer. OPTIONS is Flask's to answer (its Allow header), for every route: no key asked, no budget spent."""
     if request.method == "OPTIONS":
         return None
     check = getattr(current_app.view_functions.get(request.endpoint), ACCESS, None)

@@ -96,3 +96,18 @@ def test_every_view_of_the_api_that_needs_a_key_declares_its_access(app, client)
             operation = document["paths"].get(path, {}).get(method.lower())
             if operation is not None and operation["security"]:
                 assert check is not None, (rule.rule, method)
+
+
+@pytest.mark.parametrize("method, path", [
+    ("POST", "/identity"), ("POST", "/identities/"), ("PATCH", "/identities/did:identity:ipfs:x"), ("POST", "/keys"),
+])
+def test_the_api_asks_for_a_key_before_it_reads_a_body(client, method, path):
+    answer = client.open(path, method=method, data=b"{not json", content_type="text/plain")
+    assert answer.status_code == 401 and answer.headers["WWW-Authenticate"]
+
+
+def test_options_is_answered_by_flask_without_a_key_or_a_budget(client):
+    answer = client.options("/identities")
+    assert answer.status_code == 200
+    assert set(answer.headers["Allow"].split(", ")) == {"GET", "HEAD", "POST", "OPTIONS"}
+    assert "X-RateLimit-Remaining" not in answer.headers

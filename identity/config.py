@@ -65,7 +65,7 @@ class Settings(Schema):
     IDENTITY_KEY_USE_INTERVAL = whole(60, low=1)
     # How long a worker trusts its last lookup of a key: the bound on a revocation made elsewhere.
     IDENTITY_KEY_CACHE_SECONDS = whole(5)
-    # Per API key; see identity/web/limits.py for what counts and how.
+    # Per API key; see identity/web/budgets.py for what counts and how.
     IDENTITY_RATELIMIT_READ = parsed(rate_limit, "120/minute")
     IDENTITY_RATELIMIT_CREATE = parsed(rate_limit, "30/minute")
     # memory:// counts on this machine, shared by one gunicorn server's workers (identity/web/shared_counts.py);

@@ -11,7 +11,7 @@ sign_in_with_wallet in a form like the key's: the checks are POST /auth/siwe's, 
 opens a session.
 
 wallet_message is a GET, as GET /auth/nonce is: it changes nothing (a nonce stores nothing until a sign-in
-spends it), under the same budget per client address (web.limits, the one thing the console takes from the web
+spends it), under the same budget per client address (web.budgets, the one thing the console takes from the web
 layer); its answer carries nothing secret (a cross-site page cannot read it anyway), and is never cached.
 
 An Admin wallet granted read only (users.grant) opens read-only sessions alone: asking for more is answered
@@ -26,7 +26,7 @@ from flask import g, make_response, redirect, request, url_for
 from ..core import sessions, signin
 from ..core.errors import BeyondGrant, InvalidMessage, SigninRefused
 from ..schemas import SigninMessageSchema
-from ..web import limits
+from ..web import budgets
 from . import bp
 from .guard import COOKIE, SIGN_IN_COOKIE, clear_session_cookie, local_path, set_session_cookie
 from .pages import error_page, render
@@ -57,7 +57,7 @@ def sign_in():
 
 @bp.route("/sign-in/wallet/message")
 @signin.when_on
-@limits.nonces
+@budgets.nonces
 def wallet_message():
     """The message for the wallet button to have signed, as JSON: for the wallet ?address= (as the wallet answers
     it) on ?chain_id= (decimal), naming a fresh nonce; 400 naming the parameter that is not one."""

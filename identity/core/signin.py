@@ -85,8 +85,8 @@ def check_on():
 
 def when_on(function):
     """`function`, called only while sign-in with Ethereum is on: SigninOff (naming IDENTITY_SIWE_DOMAIN) before
-    anything else it does, a budget spent or a body read included. The sign-in routes and the console's wallet
-    sign-in are wrapped in it."""
+    anything else it does, a budget spent or a body read included. The console's wallet sign-in is wrapped in
+    it; the API's sign-in routes name check_on in their access (identity.web.auth), which runs it first."""
 
     @wraps(function)
     def on(*args, **kwargs):

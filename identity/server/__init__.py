@@ -98,13 +98,13 @@ def worker_started(worker):
     SIGTERM, the loaded objects out of the collector's sight, the turns of a gevent worker's requests, and
     the background work (identity.background)."""
     from .. import background
-    from ..web import limits
+    from ..web import budgets
 
     app = worker.wsgi
     is_the_service = hasattr(app, "config") and "IDENTITY_DID_NAMESPACE" in app.config
     if is_the_service:  # gunicorn.conf.py also serves the benchmark's floors, which have none of this
         app.config.update({name: path for name, path in made.items() if name.startswith("IDENTITY_")})
-        limits.share_counts(app, made["IDENTITY_RATELIMIT_COUNTS_FILE"])
+        budgets.share_counts(app, made["IDENTITY_RATELIMIT_COUNTS_FILE"])
     handler = signal.getsignal(signal.SIGTERM)
 
     def end_streams_then_stop(signum, frame):

@@ -8,10 +8,9 @@ from marshmallow import RAISE
 from ..core import audit, audit_log
 from ..core.keys import KEY_PREFIX
 from ..schemas import AuditListArgsSchema, AuditPageSchema
-from . import blp, limits
-from .auth import auth
-from .openapi import QUERY, operation, problems
-from .problems import problem_body
+from . import blp, budgets
+from .answers import answers
+from .auth import access
 
 # A user agent is kept to this many characters: it is the client's to choose.
 MAX_USER_AGENT = 512
@@ -34,7 +33,7 @@ def web_context():
     return {
         "via": "console" if request.blueprint == "console" else "api",
         "request_id": getattr(request, "request_id", None),
-        "client_address": limits.client_address(),
+        "client_address": budgets.client_address(),
         "user_agent": user_agent(),
         "caller": getattr(request, "caller", None),
     }
@@ -50,13 +49,10 @@ def user_agent():
 
 
 @blp.route("/audit", endpoint="list_audit")
-@auth.login_required(role="Admin")
-@limits.reads
-@operation("listAudit")
+@access(budgets.reads, role="Admin")
+@blp.doc(operationId="listAudit", responses=answers("InvalidAuditQuery", "AdminOnly"))
 @blp.arguments(AuditListArgsSchema(), location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, AuditPageSchema, example={"limit": 20, "data": [ENTRY_EXAMPLE], "next": None})
-@problems(400, 403, _400={**QUERY, "example": problem_body(400, "Invalid query parameters: actor.", errors={
-    "actor": ["Not an Ethereum address: expected 0x and 40 hex digits."]})})
 def list_audit(args):
     """The audit log, newest first (Admin keys only; a read key is enough): who did what to keys, users,
     webhooks, mirrors and identities, sign-ins and console sessions, and the data commands; each entry with

@@ -7,24 +7,21 @@ from flask import current_app, request
 from marshmallow import RAISE
 
 from ..core import history
-from ..core.errors import BeyondFeedEnd, IdentityNotFound
+from ..core.errors import IdentityNotFound
 from ..core.keys import caller_of
 from ..feed import live, streams
 from ..schemas import ChangeFeedArgsSchema, ChangeFeedSchema, ChangeListSchema, LastEventIdSchema
 from ..storage.database import db
-from . import alias, blp, limits
-from .auth import HEADER, auth, current_caller
-from .openapi import CHANGE_EXAMPLE, EVENT_STREAM_DOC, IDENTITY_ID, NOT_FOUND, PROBLEMS, operation, problems
-from .problems import problem_body
+from . import blp, budgets
+from .answers import answers
+from .auth import HEADER, access, current_caller
+from .openapi import CHANGE_EXAMPLE, EVENT_STREAM_DOC, IDENTITY_ID
 
 
 @blp.route("/identity/<identity_id>/changes", endpoint="identity_changes", parameters=[IDENTITY_ID])
-@alias("/identities/<identity_id>/changes", of="/identity/<identity_id>/changes")
-@auth.login_required
-@limits.reads
-@operation("listIdentityChanges")
+@access(budgets.reads)
+@blp.doc(operationId="listIdentityChanges", responses=answers("IdentityNotFound"))
 @blp.response(200, ChangeListSchema, example={"data": [CHANGE_EXAMPLE]})
-@problems(404, _404=NOT_FOUND["identity"])
 def identity_changes(identity_id):
     """An Identity's change history, oldest first.
 
@@ -43,32 +40,15 @@ FEED_HEAD_DOC = {
     "when it started. A follower is this far behind minus its position (a mirror's lag).",
     "schema": {"type": "string", "pattern": "^(0|[1-9][0-9]{0,15})$"},
 }
-STREAM_QUERY = {
-    "description": "An unknown or invalid query parameter or Last-Event-ID; errors names each.",
-    "example": problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 1000."]}),
-}
-BEYOND_END = {
-    "description": "`after` (or Last-Event-ID) is above every seq the feed ever issued, so no entry would ever "
-    "come after it: the position is from before a restore of an older backup, or from another service. "
-    "feed_end names the feed's end; read the feed again from after=0.",
-    "example": problem_body(409, str(BeyondFeedEnd(42, 6)), feed_end=6),
-}
-TOO_MANY_STREAMS = {
-    **PROBLEMS[429],
-    "description": PROBLEMS[429]["description"] + " Or the key holds IDENTITY_MAX_STREAMS_PER_KEY streams and "
-    "long polls already.",
-}
-
-
 @blp.route("/changes", endpoint="change_feed")
-@auth.login_required
-@limits.reads
-@operation("listChanges", responses={200: EVENT_STREAM_DOC})
-@blp.arguments(ChangeFeedArgsSchema(), location="query", unknown=RAISE, error_status_code=400)
-@blp.arguments(LastEventIdSchema(), location="headers", error_status_code=400)
+@access(budgets.reads)
+@blp.doc(operationId="listChanges", responses=answers(
+    {200: EVENT_STREAM_DOC}, "InvalidFeedQuery", "BeyondFeedEnd", "TooManyStreams"))
+# Each arguments' values reach the view by name (webargs' arg_name), so neither's place among the decorators matters.
+@blp.arguments(ChangeFeedArgsSchema(), location="query", unknown=RAISE, error_status_code=400, arg_name="args")
+@blp.arguments(LastEventIdSchema(), location="headers", error_status_code=400, arg_name="headers")
 @blp.response(200, ChangeFeedSchema, example={"data": [CHANGE_EXAMPLE], "next_after": CHANGE_EXAMPLE["seq"]},
               headers={FEED_HEAD: FEED_HEAD_DOC})
-@problems(400, 409, 429, _400=STREAM_QUERY, _409=BEYOND_END, _429=TOO_MANY_STREAMS)
 def change_feed(args, headers):
     """Every Identity's changes after a sequence number, in order: poll with the last next_after, long-poll
     (feed=longpoll), or follow them as Server-Sent Events (feed=eventsource, or Accept: text/event-stream);
@@ -97,7 +77,7 @@ def _answer(args, last_event_id, caller):
     # pool now, not when the long poll answers or the stream ends.
     db.session.commit()
     hub = live.hub_of(current_app)
-    cap = limits.open_streams(current_app).hold(caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
+    cap = budgets.open_streams(current_app).hold(caller.key_id, current_app.config["IDENTITY_MAX_STREAMS_PER_KEY"])
     # The stream follows its key as it is now: it ends when the key no longer gives what it was opened
     # with (revoked or expired, its user's role or its scope changed), and the client reconnects to what
     # it may read then. Streams of one key opened with different views are different holders.

@@ -3,12 +3,12 @@
 from ..schemas import StatusSchema
 from ..storage import readiness
 from . import blp
-from .openapi import operation, problems
+from .answers import answers
 from .problems import problem
 
 
 @blp.route("/healthz")
-@operation("getHealth", security=[])
+@blp.doc(operationId="getHealth", security=[])
 @blp.response(200, StatusSchema, example={"status": "ok"})
 def healthz():
     """The process is alive."""
@@ -16,9 +16,8 @@ def healthz():
 
 
 @blp.route("/readyz")
-@operation("getReadiness", security=[])
+@blp.doc(operationId="getReadiness", security=[], responses=answers("Unavailable"))
 @blp.response(200, StatusSchema, example={"status": "ok"})
-@problems(503)
 def readyz():
     """The database answers, its schema is at the latest migration, and it can take writes; else 503 saying why."""
     try:

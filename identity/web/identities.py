@@ -7,9 +7,8 @@ from marshmallow import RAISE
 from werkzeug.routing import BaseConverter
 
 from ..core import authorship, browse, content, curation, identities
-from ..core.errors import IdentityExists, IdentityNotFound, IdentityRemoved
+from ..core.errors import IdentityNotFound, IdentityRemoved
 from ..schemas import (
-    IMMUTABLE,
     IdentityContentSchema,
     IdentityPreviewSchema,
     identity_body,
@@ -19,12 +18,11 @@ from ..schemas import (
     identity_patch_schema,
     identity_schema,
 )
-from . import alias, blp, limits
-from .auth import auth, current_caller
+from . import blp, budgets
+from .answers import BODY, answers
+from .auth import access, current_caller
 from .metrics import IDENTITIES_CREATED
 from .openapi import (
-    BODY,
-    CHAIN_UNAVAILABLE,
     CONTENT_EXAMPLE,
     CREATE_EXAMPLE,
     ETAG,
@@ -35,13 +33,8 @@ from .openapi import (
     IF_NONE_MATCH,
     IF_NONE_MATCH_CONTENT,
     LOCATION,
-    NOT_FOUND,
     PATCH_EXAMPLE,
-    QUERY,
-    operation,
-    problems,
 )
-from .problems import problem_body
 
 
 class IdentityIdConverter(BaseConverter):
@@ -58,14 +51,6 @@ class IdentityIdConverter(BaseConverter):
 blp.record_once(lambda state: state.app.url_map.converters.setdefault("identity_id", IdentityIdConverter))
 
 NOT_MODIFIED = {"description": "If-None-Match named the current ETag; no body.", "headers": ETAG_HEADERS}
-CREATE_REFUSED = {
-    "description": "Invalid or unknown fields, a body that is not an object, or a signature that is not the "
-    "creator's, or that no wallet can have made though it fits the pattern (its r or s 0 or out of secp256k1's "
-    "range, its v not 27 or 28), or for a contract wallet's, one its contract does not accept on "
-    "signature_chain_id, or a chain without an endpoint here; errors names each field.",
-    "example": problem_body(422, "Invalid fields: display_name, nickname.", errors={
-        "display_name": ["Length must be between 1 and 256."], "nickname": ["Unknown field."]}),
-}
 _PREVIEWED = content.address(CREATE_EXAMPLE)
 PREVIEW_EXAMPLE = {
     "content": _PREVIEWED.content, "content_id": _PREVIEWED.content_id, "identity_id": _PREVIEWED.identity_id,
@@ -74,12 +59,10 @@ PREVIEW_EXAMPLE = {
 
 
 @blp.route("/identity/<identity_id:identity_id>", endpoint="get_identity", parameters=[IDENTITY_ID])
-@alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>")
-@auth.login_required
-@limits.reads
-@operation("getIdentity", parameters=[IF_NONE_MATCH], responses={304: NOT_MODIFIED})
+@access(budgets.reads)
+@blp.doc(operationId="getIdentity", parameters=[IF_NONE_MATCH],
+         responses=answers({304: NOT_MODIFIED}, "IdentityNotFound", "IdentityRemoved"))
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
-@problems(404, 410, _404=NOT_FOUND["identity"])
 def get_identity(identity_id):
     """Fetch an Identity by its identity_id.
 
@@ -117,26 +100,29 @@ def conditional(kept):
     but it is served only behind a key: a shared cache must not hand it to a client without one (private)."""
     if kept is None:
         raise IdentityRemoved(request.view_args["identity_id"])
-    body, etag = kept
-    response = Response(body, mimetype="application/json", headers={"Cache-Control": "private"})
-    response.set_etag(etag)
+    response = tagged(*kept)
     # Werkzeug compares If-None-Match weakly, as RFC 9110 asks; a 304 keeps the ETag and loses the body.
     return response.make_conditional(request) if "HTTP_IF_NONE_MATCH" in request.environ else response
 
 
+def tagged(body, etag):
+    """The Response of `body` with its ETag (schemas.identity_body's, or a content_id), private to its caller."""
+    response = Response(body, mimetype="application/json", headers={"Cache-Control": "private"})
+    response.set_etag(etag)
+    return response
+
+
 @blp.route("/identity/<identity_id>/content", endpoint="get_identity_content", parameters=[IDENTITY_ID])
-@alias("/identities/<identity_id>/content", of="/identity/<identity_id>/content")
-@auth.login_required
-@limits.reads
-@operation("getIdentityContent", parameters=[IF_NONE_MATCH_CONTENT],
-           responses={304: {"description": "If-None-Match named the content_id; no body.", "headers": {"ETag": ETAG}}})
+@access(budgets.reads)
+@blp.doc(operationId="getIdentityContent", parameters=[IF_NONE_MATCH_CONTENT], responses=answers(
+    {304: {"description": "If-None-Match named the content_id; no body.", "headers": {"ETag": ETAG}}},
+    "IdentityNotFound", "IdentityRemoved"))
 @blp.response(
     200, IdentityContentSchema, example=CONTENT_EXAMPLE,
     description="The canonical bytes (RFC 8785) that the content_id is the CID of: their CIDv1 (raw, sha2-256, "
     "base32) is the content_id, and `ipfs add --cid-version 1` gives the same.",
     headers={"ETag": ETAG, "Cache-Control": ETAG_HEADERS["Cache-Control"]},
 )
-@problems(404, 410, _404=NOT_FOUND["identity"])
 def get_identity_content(identity_id):
     """Fetch an Identity's content, byte for byte as its content_id hashes it.
 
@@ -158,20 +144,11 @@ CREATED_LINKS = {"links": {
 
 
 @blp.route("/identity", methods=["POST"], endpoint="create_identity")
-@alias("/identities", "/identity/", "/identities/", of="/identity", methods=["POST"])
-@auth.login_required
-@limits.creates
-@operation("createIdentity", responses={201: CREATED_LINKS})
+@access(budgets.creates)
+@blp.doc(operationId="createIdentity", responses=answers(
+    {201: CREATED_LINKS}, BODY, "NotTheCreator", "IdentityExists", "CreateRefused", "ChainUnavailable"))
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(201, identity_schema, example=IDENTITY_EXAMPLE, headers={"Location": LOCATION})
-@problems(
-    BODY, 403, 409, 503,
-    _403="A User key named another creator, or the key is read-only (scope read).",
-    _409={"description": "The same content exists; identity_id names it and Location points at it.",
-          "example": problem_body(409, IdentityExists.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
-          "headers": {"Location": LOCATION}},
-    _422=CREATE_REFUSED, _503=CHAIN_UNAVAILABLE,
-)
 def create_identity(fields):
     """Create an off-chain Identity.
 
@@ -183,13 +160,11 @@ def create_identity(fields):
 
 
 @blp.route("/identity/preview", methods=["POST"], endpoint="preview_identity")
-@auth.login_required
-@limits.creates
-@operation("previewIdentity")
+@access(budgets.creates)
+@blp.doc(operationId="previewIdentity",
+         responses=answers(BODY, "NotTheCreator", "CreateRefused", "ChainUnavailable"))
 @blp.arguments(identity_create_schema, example=CREATE_EXAMPLE)
 @blp.response(200, IdentityPreviewSchema, example=PREVIEW_EXAMPLE)
-@problems(BODY, 403, 503, _403="A User key named another creator, or the key is read-only (scope read).",
-          _422=CREATE_REFUSED, _503=CHAIN_UNAVAILABLE)
 def preview_identity(fields):
     """Preview a create: the normalized content, its ids, whether it exists here, and the typed data that its
     creator signs (eth_signTypedData_v4) for a signed create; writes nothing.
@@ -200,19 +175,11 @@ def preview_identity(fields):
 
 
 @blp.route("/identity/<identity_id:identity_id>", methods=["PATCH"], endpoint="patch_identity", parameters=[IDENTITY_ID])
-@alias("/identities/<identity_id:identity_id>", of="/identity/<identity_id>", methods=["PATCH"])
-@auth.login_required(role="Admin")
-@limits.creates
-@operation("updateIdentity", parameters=[IF_MATCH])
+@access(budgets.creates, role="Admin")
+@blp.doc(operationId="updateIdentity", parameters=[IF_MATCH], responses=answers(
+    BODY, "CurationAdminOnly", "IdentityNotFound", "PreconditionFailed", "NotJsonOrMergePatch", "CurationRefused"))
 @blp.arguments(identity_patch_schema, example=PATCH_EXAMPLE)
 @blp.response(200, identity_schema, example=IDENTITY_EXAMPLE, headers=ETAG_HEADERS)
-@problems(
-    BODY, 403, 404, 412, _404=NOT_FOUND["identity"],
-    _403="A User key (only Admin keys curate), or a read-only key (scope read).",
-    _415="The body is not sent as application/json or application/merge-patch+json.",
-    _422={"description": "A content field, an unknown field, an invalid value, or nothing to change; errors names each.",
-          "example": problem_body(422, "Invalid fields: display_name.", errors={"display_name": [IMMUTABLE]})},
-)
 def patch_identity(changes, identity_id):
     """Curate an Identity: its status and on-chain figures (Admin keys only; If-Match makes it conditional).
 
@@ -222,23 +189,17 @@ def patch_identity(changes, identity_id):
     if_match = request.if_match
     holds = (lambda identity: if_match.contains(identity_body(identity)[1])) if if_match else None
     identity = curation.update_identity(identity_id, changes, current_caller().wallet, precondition=holds)
-    body, etag = identity_body(identity)
-    response = Response(body, mimetype="application/json", headers={"Cache-Control": "private"})
-    response.set_etag(etag)
-    return response
+    return tagged(*identity_body(identity))
 
 
 LIST_EXAMPLE = {"page": 1, "limit": 20, "total": 1, "data": [IDENTITY_EXAMPLE], "next": None}
 
 
 @blp.route("/identities", endpoint="list_identities")
-@alias("/identities/search", "/identities/", of="/identities")
-@auth.login_required
-@limits.reads
-@operation("listIdentities")
+@access(budgets.reads)
+@blp.doc(operationId="listIdentities", responses=answers("InvalidQuery", "RemovedListedToAdmin"))
 @blp.arguments(identity_list_args_schema, location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, identity_page_schema, example=LIST_EXAMPLE)
-@problems(400, 403, _400=QUERY, _403="Removed identities are listed only to an Admin key.")
 def list_identities(args):
     """List and search Identities: filtered, sorted, paginated (see the parameters); newest first by default.
 

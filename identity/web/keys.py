@@ -10,7 +10,6 @@ from types import SimpleNamespace
 from marshmallow import RAISE
 
 from ..core import keys, users
-from ..core.errors import ReadOnlyKey
 from ..schemas import (
     IssuedKeySchema,
     KeyCreateSchema,
@@ -22,10 +21,9 @@ from ..schemas import (
     UserGrantSchema,
     UserWithCountSchema,
 )
-from . import blp, limits
-from .auth import ADMIN_ONLY_DETAIL, auth, current_caller
-from .openapi import BODY, NOT_FOUND, QUERY, operation, problems
-from .problems import problem_body
+from . import blp, budgets
+from .answers import BODY, answers
+from .auth import access, current_caller
 
 _AT = datetime.fromisoformat("2026-11-21T09:30:00.123456+00:00")
 _WALLET = "0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045"
@@ -56,28 +54,9 @@ ISSUED_LINKS = {
         for operation in ("getKey", "rotateKey", "revokeKey")
     }
 }
-ADMIN_ONLY = {
-    "description": "A User key (only Admin keys manage keys), or a read-only key asked to change something.",
-    "example": problem_body(403, ADMIN_ONLY_DETAIL),
-}
-ROTATED = "The key is revoked, expired, or rotated already (it works until its grace ends): nothing was issued."
-
-
-GRACE_REFUSED = {
-    "description": "Invalid or unknown fields, or a body that is not an object; errors names each field.",
-    "example": problem_body(422, "Invalid fields: grace_seconds.", errors={"grace_seconds": [
-        "Must be greater than or equal to 0 and less than or equal to 86400."
-    ]}),
-}
-
-
-READ_ONLY = problem_body(403, ReadOnlyKey.DETAIL)
-
-
 @blp.route("/me", endpoint="get_me")
-@auth.login_required
-@limits.reads
-@operation("getMe")
+@access(budgets.reads)
+@blp.doc(operationId="getMe")
 @blp.response(200, MeSchema, example=ME_EXAMPLE)
 def get_me():
     """The calling key and its user."""
@@ -85,16 +64,10 @@ def get_me():
 
 
 @blp.route("/me/key/rotate", methods=["POST"], endpoint="rotate_my_key")
-@auth.login_required
-@limits.creates
-@operation("rotateMyKey")
+@access(budgets.creates)
+@blp.doc(operationId="rotateMyKey", responses=answers(BODY, "ReadOnlyKey", "MyKeyRotated", "GraceRefused"))
 @blp.arguments(KeyRotateSchema(), example={"grace_seconds": 300})
 @blp.response(201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.")
-@problems(
-    BODY, 403, 409, _403={"description": "The calling key is read-only.", "example": READ_ONLY}, _422=GRACE_REFUSED,
-    _409={"description": ROTATED, "example": problem_body(409, "This key was rotated already and stops at "
-          "2026-11-21T09:35:00.123456+00:00; rotate the key that replaced it instead.")},
-)
 def rotate_my_key(args):
     """Replace the calling key: a new key for the same user, scope, label and expiry; the calling key
     stops working after grace_seconds."""
@@ -104,9 +77,8 @@ def rotate_my_key(args):
 
 
 @blp.route("/me/key", methods=["DELETE"], endpoint="revoke_my_key")
-@auth.login_required
-@limits.creates
-@operation("revokeMyKey")
+@access(budgets.creates)
+@blp.doc(operationId="revokeMyKey")
 @blp.response(204, description="The calling key is revoked: it is refused from now on.")
 def revoke_my_key():
     """Revoke the calling key (a read-only key may too)."""
@@ -115,15 +87,13 @@ def revoke_my_key():
 
 
 @blp.route("/keys", methods=["POST"], endpoint="create_key")
-@auth.login_required(role="Admin")
-@limits.creates
-@operation("createKey", responses={201: ISSUED_LINKS})
+@access(budgets.creates, role="Admin")
+@blp.doc(operationId="createKey", responses=answers({201: ISSUED_LINKS}, BODY, "KeysAdminOnly", "GraceRefused"))
 @blp.arguments(KeyCreateSchema(), example={"wallet": _WALLET, "scope": "read", "label": "status page"})
 @blp.response(
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The key, shown this once.",
     headers={"Location": {"schema": {"type": "string"}, "description": "/keys/<id>"}},
 )
-@problems(BODY, 403, _403=ADMIN_ONLY, _422=GRACE_REFUSED)
 def create_key(fields):
     """Issue a key for a wallet (Admin keys only); a wallet never seen before becomes a user."""
     options = {name: fields.get(name) for name in ("scope", "label", "expires_in")}
@@ -132,41 +102,33 @@ def create_key(fields):
 
 
 @blp.route("/keys", endpoint="list_keys")
-@auth.login_required(role="Admin")
-@limits.reads
-@operation("listKeys")
+@access(budgets.reads, role="Admin")
+@blp.doc(operationId="listKeys", responses=answers("InvalidKeyQuery", "AdminOnly"))
 @blp.arguments(KeyListArgsSchema(), location="query", error_status_code=400, unknown=RAISE)
 @blp.response(200, KeyPageSchema, example=PAGE_EXAMPLE)
-@problems(400, 403, _400={**QUERY, "example": problem_body(400, "Invalid query parameters: active.", errors={
-    "active": ["Not a valid boolean."]})})
 def list_keys(args):
     """List keys without their secrets, newest first (Admin keys only): by wallet, live or not, paginated."""
     return keys.list_keys(args)
 
 
 @blp.route("/keys/<key_id>", endpoint="get_key", parameters=[KEY_ID])
-@auth.login_required(role="Admin")
-@limits.reads
-@operation("getKey")
+@access(budgets.reads, role="Admin")
+@blp.doc(operationId="getKey", responses=answers("AdminOnly", "KeyNotFound"))
 @blp.response(200, KeySchema, example=KEY_EXAMPLE)
-@problems(403, 404, _404=NOT_FOUND["key"])
 def get_key(key_id):
     """A key, without its secret (Admin keys only)."""
     return keys.get_key(key_id)
 
 
 @blp.route("/keys/<key_id>/rotate", methods=["POST"], endpoint="rotate_key", parameters=[KEY_ID])
-@auth.login_required(role="Admin")
-@limits.creates
-@operation("rotateKey", responses={201: ISSUED_LINKS})
+@access(budgets.creates, role="Admin")
+@blp.doc(operationId="rotateKey", responses=answers(
+    {201: ISSUED_LINKS}, BODY, "KeysAdminOnly", "KeyNotFound", "KeyRotated", "GraceRefused"))
 @blp.arguments(KeyRotateSchema(), example={"grace_seconds": 300})
 @blp.response(
     201, IssuedKeySchema, example=ISSUED_EXAMPLE, description="The new key, shown this once.",
     headers={"Location": {"schema": {"type": "string"}, "description": "/keys/<id> of the new key"}},
 )
-@problems(BODY, 403, 404, 409, _403=ADMIN_ONLY, _404=NOT_FOUND["key"], _422=GRACE_REFUSED, _409={
-    "description": ROTATED,
-    "example": problem_body(409, "This key is revoked; issue a new one (POST /keys, or `flask keys create`).")})
 def rotate_key(args, key_id):
     """Replace a key (Admin keys only): a new key for the same user, scope, label and expiry; the old
     one stops working after grace_seconds."""
@@ -175,11 +137,9 @@ def rotate_key(args, key_id):
 
 
 @blp.route("/keys/<key_id>", methods=["DELETE"], endpoint="revoke_key", parameters=[KEY_ID])
-@auth.login_required(role="Admin")
-@limits.creates
-@operation("revokeKey")
+@access(budgets.creates, role="Admin")
+@blp.doc(operationId="revokeKey", responses=answers("KeysAdminOnly", "KeyNotFound"))
 @blp.response(204, description="The key is revoked (or was already): it is refused from now on.")
-@problems(403, 404, _403=ADMIN_ONLY, _404=NOT_FOUND["key"])
 def revoke_key(key_id):
     """Revoke a key now, even within a rotation's grace (Admin keys only)."""
     if not keys.revoke_key(key_id=key_id, by=current_caller().wallet):
@@ -187,11 +147,9 @@ def revoke_key(key_id):
 
 
 @blp.route("/users/<wallet>", endpoint="get_user", parameters=[WALLET])
-@auth.login_required
-@limits.reads
-@operation("getUser")
+@access(budgets.reads)
+@blp.doc(operationId="getUser", responses=answers("UserNotFound"))
 @blp.response(200, UserWithCountSchema, example=USER_EXAMPLE)
-@problems(404, _404=NOT_FOUND["user"])
 def get_user(wallet):
     """A user, by wallet, with the number of identities it created (but removed ones) and its grant: the most a
     sign-in with Ethereum issues it."""
@@ -199,14 +157,10 @@ def get_user(wallet):
 
 
 @blp.route("/users/<wallet>", methods=["PATCH"], endpoint="set_user_grant", parameters=[WALLET])
-@auth.login_required(role="Admin")
-@limits.creates
-@operation("setUserGrant")
+@access(budgets.creates, role="Admin")
+@blp.doc(operationId="setUserGrant", responses=answers(BODY, "KeysAdminOnly", "UserNotFound", "GrantRefused"))
 @blp.arguments(UserGrantSchema(), example={"grant": "read"})
 @blp.response(200, UserWithCountSchema, example={**USER_EXAMPLE, "grant": "read"})
-@problems(BODY, 403, 404, _403=ADMIN_ONLY, _404=NOT_FOUND["user"], _422={
-    "description": "A grant that is not read or write, or another field; errors names it.",
-    "example": problem_body(422, "Invalid fields: grant.", errors={"grant": ["Must be one of: write, read."]})})
 def set_user_grant(fields, wallet):
     """Narrow (read) or widen (write) what a sign-in with Ethereum may issue a wallet (Admin write keys only).
 

@@ -1,5 +1,5 @@
 """Structured logs: every line one JSON object carrying its request's id; one access line per request
-(web.requests writes it).
+(web.hooks writes it).
 
 The access line goes to standard output, everything else to standard error. gunicorn.conf.py hands
 `logging_config()` to gunicorn, so its own lines are JSON too. No log line is built from a request's
@@ -16,7 +16,7 @@ from flask import has_request_context
 from pythonjsonlogger.orjson import OrjsonFormatter
 
 from ..core.keys import KEY_PREFIX
-from .requests import ACCESS_LOGGER, current_request_id
+from .hooks import ACCESS_LOGGER, current_request_id
 
 
 class RequestIdFilter(logging.Filter):

@@ -1,5 +1,5 @@
-"""The OpenAPI document: how a view declares its operation and its problems, the document's examples and
-extras, and the interactive page at /docs.
+"""The OpenAPI document: its examples, parameters and headers that several operations share, its extras, the
+aliases' operations, and the interactive page at /docs (the problem answers are web.answers').
 
 flask-smorest writes /openapi.json from the blueprint's decorators and schemas (`blp.arguments`,
 `blp.response`, `blp.doc`), and renders /docs with Swagger UI, whose scripts come from the installed
@@ -11,20 +11,17 @@ from datetime import datetime
 from importlib.resources import files
 from types import SimpleNamespace
 
-from apispec import BasePlugin
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Blueprint
 
 from ..core import content
-from ..core.errors import IdentityNotFound, IdentityRemoved, KeyNotFound, MirrorNotFound, UserNotFound, WebhookNotFound
 from ..schemas import IdentityPatchSchema, IdentitySchema, MirrorPatchSchema, WebhookPatchSchema, identity_body
 from ..schemas.fields import CONTENT_ID_PATTERN, IDENTITY_ID_PATTERN, documented_validators, safe_integers
-from . import blp
-from .auth import ADMIN_ONLY_DETAIL, CHALLENGE, HEADER, UNAUTHORIZED_DETAIL
-from .problems import PROBLEM_MIMETYPE, problem_body
+from .auth import HEADER
 
-API_KEY = [{"ApiKeyAuth": []}]
 _STRING = {"schema": {"type": "string"}}
+# The wallet of the sign-in examples (its key is public: the Keccak-256 of "identity example wallet").
+SIGNIN_WALLET = "0x745c96f26fa0E004E60E41d1411169408B45accA"
 
 # --- examples, made by the same code and schemas as real answers so that they cannot drift --------------
 
@@ -173,140 +170,6 @@ ETAG_HEADERS = {
              "example": IDENTITY_ETAG_EXAMPLE},
     "Cache-Control": {"description": "private", **_STRING},
 }
-RATELIMIT_HEADERS = {
-    "Retry-After": {"description": "Seconds until the budget is renewed.", **_STRING},
-    "X-RateLimit-Limit": {"description": "Requests allowed in the window.", **_STRING},
-    "X-RateLimit-Remaining": {"description": "Requests left in the window.", **_STRING},
-    "X-RateLimit-Reset": {"description": "When the window ends, in Unix seconds.", **_STRING},
-}
-UNAVAILABLE = {
-    "description": "The database does not answer (try again shortly), or its schema is not at the latest "
-    "migration (the detail gives the command that fixes it).",
-    "headers": {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}},
-}
-# A route that checks a contract wallet's signature on its chain (identity.core.contract_wallets) may also answer 503
-# when that chain's endpoint (IDENTITY_ETH_RPC_URLS) gives no usable answer.
-CHAIN_UNAVAILABLE = {
-    **UNAVAILABLE,
-    "description": UNAVAILABLE["description"] + " Or a contract wallet's signature could not be checked: its chain's "
-    "JSON-RPC endpoint (IDENTITY_ETH_RPC_URLS) is down, slow, or answered an error; the detail names the chain. "
-    "Nothing was accepted; retry after Retry-After seconds.",
-}
-
-# --- the problems an operation documents ------------------------------------------------------------
-
-# What each problem status means wherever it is documented, unless a view says more (problems(...) below).
-PROBLEMS = {
-    400: "The body is not valid JSON or not UTF-8.",
-    401: {
-        "description": "Missing, unknown or revoked API key; the response does not say which.",
-        "headers": {"WWW-Authenticate": {"schema": {"type": "string", "enum": [CHALLENGE]}}},
-        "example": problem_body(401, UNAUTHORIZED_DETAIL),
-    },
-    403: {"description": "A User key (only Admin keys may do this).", "example": problem_body(403, ADMIN_ONLY_DETAIL)},
-    404: "Nothing has this id.",
-    409: "The request conflicts with what is stored.",
-    410: {
-        "description": "The identity is in status removed; identity_id names it.",
-        "example": problem_body(410, IdentityRemoved.DETAIL, identity_id=IDENTITY_EXAMPLE["identity_id"]),
-    },
-    412: "If-Match does not name the current ETag; nothing was changed.",
-    413: "The body is larger than the limit (64 KiB by default).",
-    415: "The body is not sent as application/json.",
-    422: "Invalid or unknown fields, or a body that is not an object; errors names each field.",
-    429: {"description": "This key's budget for the route is spent; retry after Retry-After seconds.",
-          "headers": RATELIMIT_HEADERS},
-    503: UNAVAILABLE,
-}
-NOT_FOUND = {
-    "identity": IdentityNotFound.DETAIL,
-    "key": KeyNotFound.DETAIL,
-    "user": UserNotFound.DETAIL,
-    "webhook": WebhookNotFound.DETAIL,
-    "mirror": MirrorNotFound.DETAIL,
-}
-# Every route with a key may answer these: declared here once, added by operation().
-SHARED = (401, 429, 503)
-# What every route that reads a JSON body may answer.
-BODY = (400, 413, 415, 422)
-QUERY = {
-    "description": "An unknown parameter, an invalid value, or a cursor this service did not issue; errors names "
-    "each parameter.",
-    "example": problem_body(400, "Invalid query parameters: limit.", errors={"limit": ["Must be between 1 and 100."]}),
-}
-
-
-def problem_response(status, described=None):
-    """The Response Object of a problem: `described` (a description, or a mapping with description, example,
-    headers), else what PROBLEMS says of the status."""
-    described = PROBLEMS[status] if described is None else described
-    if isinstance(described, str):
-        described = {"description": described}
-    example = described.get("example") or problem_body(status, described["description"])
-    response = {
-        "description": described["description"],
-        "content": {PROBLEM_MIMETYPE: {"schema": {"$ref": "#/components/schemas/Problem"}, "example": example}},
-    }
-    if "headers" in described:
-        response["headers"] = described["headers"]
-    return response
-
-
-# Where problems() keeps a view's documented problems until operation() hands them to flask-smorest.
-RESPONSES = "identity_responses"
-
-
-def problems(*statuses, **described):
-    """Document the problems a view answers besides the shared ones: each status in `statuses` (a tuple such
-    as BODY counts as its statuses), described as PROBLEMS says or as `described` says (`_403="..."`). Put
-    it below operation(), which hands them to the document.
-
-    They ride on the view as an attribute of ours (functools.wraps carries it up through flask-smorest's
-    wrappers) rather than through a blp.doc of their own, each of which would wrap the view once more.
-    """
-
-    def document(view):
-        flat = [status for item in statuses for status in (item if isinstance(item, tuple) else (item,))]
-        found = vars(view).setdefault(RESPONSES, {})
-        found.update({status: problem_response(status, described.get(f"_{status}")) for status in flat})
-        return view
-
-    return document
-
-
-def operation(operation_id, *, security=None, parameters=None, responses=None, **doc):
-    """The OpenAPI facts of a view, in flask-smorest's blp.doc: its stable operationId (the method name in
-    generated clients), its security when it needs no API key (`security=[]`), header parameters such as
-    If-None-Match, other responses (an OpenAPI Responses Object), and the problems documented below it."""
-    doc["operationId"] = operation_id
-    if security is not None:
-        doc["security"] = security
-    if parameters:
-        doc["parameters"] = parameters
-
-    def document(view):
-        found = {**vars(view).get(RESPONSES, {}), **(responses or {})}
-        return blp.doc(**doc, **({"responses": found} if found else {}))(view)
-
-    return document
-
-
-class SharedProblems(BasePlugin):
-    """Declares once, for every operation of the document, what every route with an API key answers: the
-    key's security scheme, and 401, 429 and 503 as problems (apispec's operation_helper, called for each
-    path as flask-smorest adds it). An operation that says `security: []` needs no key and gets neither;
-    a status an operation documents itself is left as it says."""
-
-    def operation_helper(self, path=None, operations=None, **kwargs):
-        for operation_doc in (operations or {}).values():
-            security = operation_doc.setdefault("security", API_KEY)
-            if security:
-                responses = operation_doc.setdefault("responses", {})
-                for status in SHARED:
-                    if status not in responses and str(status) not in responses:
-                        responses[status] = problem_response(status)
-
-
 class DocumentedFields(MarshmallowPlugin):
     """apispec's marshmallow plugin, with this service's attribute functions added as it starts, before
     flask-smorest converts its own schemas: the validators' patterns, and the 2^53 - 1 cap on integers."""
@@ -317,9 +180,9 @@ class DocumentedFields(MarshmallowPlugin):
         self.converter.add_attribute_function(safe_integers)
 
 
-def spec_kwargs():
-    """The `spec_kwargs` of the app's flask_smorest.Api."""
-    return {"marshmallow_plugin": DocumentedFields(), "extra_plugins": [SharedProblems()]}
+def spec_kwargs(*plugins):
+    """The `spec_kwargs` of the app's flask_smorest.Api, with apispec `plugins` besides the marshmallow one."""
+    return {"marshmallow_plugin": DocumentedFields(), "extra_plugins": list(plugins)}
 
 
 def init_app(app, api):

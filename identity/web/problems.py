@@ -15,7 +15,7 @@ from ..schemas import ProblemSchema
 from ..schemas.fields import IDENTITY_ID_PATTERN
 from ..storage.faults import cause
 from ..storage.readiness import NotReady
-from .requests import current_request_id
+from .hooks import current_request_id
 
 PROBLEM_MIMETYPE = "application/problem+json"
 WELL_FORMED_IDENTITY_ID = re.compile(IDENTITY_ID_PATTERN)

@@ -1,7 +1,7 @@
 """Fixed-window rate-limit counts that every worker process of one server shares, in a mapped file.
 
 The server makes the file in the master, before any worker forks (identity.server.prepare), and hands
-its path to each worker's app (limits.share_counts); each worker maps it (mmap, MAP_SHARED), so a count
+its path to each worker's app (budgets.share_counts); each worker maps it (mmap, MAP_SHARED), so a count
 one worker adds is the count every other worker reads. No server, no thread, nothing to install: the
 standard library's mmap, struct, fcntl and hashlib.
 
@@ -49,7 +49,7 @@ def create_counts_file(path, slots=SLOTS):
 class SharedWindowCounts(Storage):
     """limits' documented custom storage interface over the table in the file at `path`."""
 
-    STORAGE_SCHEME = []  # built directly (identity.web.limits), never from a URI
+    STORAGE_SCHEME = []  # built directly (identity.web.budgets), never from a URI
 
     def __init__(self, path, wrap_exceptions=False, **options):
         super().__init__(None, wrap_exceptions=wrap_exceptions, **options)

@@ -1,22 +1,20 @@
 """Sign-in with Ethereum (EIP-4361): a nonce, then a wallet's signed message for a key of its own. No key is
-needed; each route has a budget per client address (web.limits). Both are 404 until IDENTITY_SIWE_DOMAIN is set.
+needed; each route has a budget per client address (web.budgets). Both are 404 until IDENTITY_SIWE_DOMAIN is set.
 """
 
 from ..core import signin
-from ..core.errors import SigninOff
 from ..schemas import SignedInSchema, SigninNonceSchema, signin_schema
-from . import blp, limits
+from . import blp, budgets
+from .answers import BODY, answers
+from .auth import access
 from .keys import ISSUED_EXAMPLE, ME_EXAMPLE
-from .openapi import BODY, CHAIN_UNAVAILABLE, UNAVAILABLE, operation, problems
-from .problems import problem_body
+from .openapi import SIGNIN_WALLET as _WALLET
 
-_WALLET = "0x745c96f26fa0E004E60E41d1411169408B45accA"
 NONCE_EXAMPLE = {
     "nonce": "3xGq0Rk7ZtP2aW8mYc5dLb9fN4hJ6sV1eT0uQ7iK3oA2pX", "expires_at": "2026-11-21T09:40:00Z",
     "domain": "identity.example.com", "uri": "https://identity.example.com",
 }
-# A message of that nonce, and its wallet's personal_sign signature (the example wallet's key is public: the
-# Keccak-256 of "identity example wallet"; the signature recovers to _WALLET).
+# A message of that nonce, and its wallet's personal_sign signature (the signature recovers to _WALLET).
 SIGNIN_EXAMPLE = {
     "message": "\n".join([
         f"identity.example.com wants you to sign in with your Ethereum account:\n{_WALLET}\n",
@@ -31,43 +29,11 @@ SIGNED_IN_EXAMPLE = {
     "expires_at": "2026-11-28T09:30:00.123456Z", "user": {**ME_EXAMPLE["user"], "wallet": _WALLET},
 }
 NO_STORE = {"Cache-Control": {"schema": {"type": "string", "enum": ["no-store"]}, "description": "no-store"}}
-OFF = {"description": "Sign-in with Ethereum is off: IDENTITY_SIWE_DOMAIN is not set.",
-       "example": problem_body(404, SigninOff.DETAIL)}
-BUDGET = {
-    "description": "This client address's budget for the route is spent (IDENTITY_RATELIMIT_SIGNIN); retry after "
-    "Retry-After seconds.",
-    "headers": {name: {"schema": {"type": "string"}} for name in ("Retry-After", "X-RateLimit-Limit",
-                                                                  "X-RateLimit-Remaining", "X-RateLimit-Reset")},
-}
-REFUSED = {
-    "description": "The message failed a check: its domain or URI (2), chain (3), nonce (4: not issued here, used, "
-    "or expired; a nonce is spent by the first sign-in that names it once the message parses, whatever its outcome), "
-    "times (5) or signature (6); the detail names it.",
-    "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": 'SIWE realm="<domain>"'}},
-    "example": problem_body(401, "Sign-in refused at check 4 (nonce): The nonce is spent: a sign-in used it already "
-                            "(the first sign-in that names a nonce spends it, whatever its outcome). Ask GET /auth/nonce "
-                            "for a fresh one and sign a new message."),
-}
-BEYOND_GRANT = {
-    "description": "Every check passed, but the body asks for a write key and the wallet is granted read access only "
-    "(its user's grant, GET /users/{wallet}): nothing is issued, the nonce is spent.",
-    "example": problem_body(403, signin.beyond_grant_detail(_WALLET)),
-}
-NOT_A_MESSAGE = {
-    "description": "A field is missing or invalid, or the message is not an EIP-4361 message (errors.message names "
-    "its first wrong line; an address not in its EIP-55 checksummed form is one).",
-    "example": problem_body(422, "The message is not an EIP-4361 (Sign-In with Ethereum) message: line 2: the "
-                            "address is all lower case, which carries no EIP-55 checksum: expected its checksummed "
-                            f"form, {_WALLET}.", errors={"message": ["line 2: ..."]}),
-}
-
-
 @blp.route("/auth/nonce", endpoint="get_signin_nonce")
-@signin.when_on
-@limits.nonces
-@operation("getSigninNonce", security=[])
+@access(budgets.nonces, when=signin.check_on)
+@blp.doc(operationId="getSigninNonce", security=[],
+         responses=answers("SigninOff", "SigninRateLimited", "Unavailable"))
 @blp.response(200, SigninNonceSchema, example=NONCE_EXAMPLE, headers=NO_STORE)
-@problems(404, 429, 503, _404=OFF, _429=BUDGET, _503=UNAVAILABLE)
 def get_signin_nonce():
     """A nonce for a sign-in with Ethereum, with the domain and URI its message names.
 
@@ -77,14 +43,12 @@ def get_signin_nonce():
 
 
 @blp.route("/auth/siwe", methods=["POST"], endpoint="sign_in_with_ethereum")
-@signin.when_on
-@limits.signins
-@operation("signInWithEthereum", security=[])
+@access(budgets.signins, when=signin.check_on)
+@blp.doc(operationId="signInWithEthereum", security=[], responses=answers(
+    BODY, "SigninRefused", "BeyondGrant", "SigninOff", "NotASigninMessage", "SigninRateLimited", "ChainUnavailable"))
 @blp.arguments(signin_schema, example=SIGNIN_EXAMPLE)
 @blp.response(201, SignedInSchema, example=SIGNED_IN_EXAMPLE, headers=NO_STORE,
               description="A key for the message's wallet, shown this once, and its user (a new wallet becomes a User).")
-@problems(BODY, 401, 403, 404, 429, 503, _401=REFUSED, _403=BEYOND_GRANT, _404=OFF, _422=NOT_A_MESSAGE, _429=BUDGET,
-          _503=CHAIN_UNAVAILABLE)
 def sign_in_with_ethereum(fields):
     """Sign in with Ethereum (EIP-4361): a wallet's personal_sign signature of a message naming a nonce, for a
     key of that wallet's user, issued by `siwe`.

@@ -234,6 +234,14 @@ def _validator(document, name):
     return jsonschema_rs.validator_for({"$ref": f"#/components/schemas/{name}", "components": document["components"]})
 
 
+def _resolve(document, item):
+    """`item`, or the component its $ref names."""
+    while "$ref" in item:
+        section, kind, name = item["$ref"].split("/")[1:]
+        item = document[section][kind][name]
+    return item
+
+
 def test_every_webhook_operation_is_documented_with_valid_examples(client):
     document = client.get("/openapi.json").json
     problem = _validator(document, "Problem")
@@ -245,6 +253,7 @@ def test_every_webhook_operation_is_documented_with_valid_examples(client):
             assert _validator(document, schema).is_valid(content["example"]), operation_id
         for code, response in operation["responses"].items():
             if code != "default" and int(code) >= 400:
+                response = _resolve(document, response)
                 assert problem.is_valid(response["content"]["application/problem+json"]["example"]), (operation_id, code)
     create = document["paths"]["/webhooks"]["post"]
     assert _validator(document, "WebhookCreate").is_valid(create["requestBody"]["content"]["application/json"]["example"])

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from identity.storage.database import db
 from identity.storage.models import ApiKey
-from identity.web import limits, logs
+from identity.web import budgets, logs
 from tests.common.apps import USER_WALLET
 from tests.common.live import LiveServer
 
@@ -115,13 +115,13 @@ def test_lines_in_a_request_of_another_app_have_a_null_request_id(json_lines):
 def test_the_access_line_times_the_request_from_its_start(app, client, user_key, access_lines, monkeypatch):
     # The view takes 50 ms here; the line's duration includes it, and the request id of the line is the
     # one the response carries.
-    real_spend = limits.RateLimits.spend
+    real_spend = budgets.RateLimits.spend
 
     def slow_spend(self, budget, key_id):
         time.sleep(0.05)
         return real_spend(self, budget, key_id)
 
-    monkeypatch.setattr(limits.RateLimits, "spend", slow_spend)
+    monkeypatch.setattr(budgets.RateLimits, "spend", slow_spend)
     response = client.get("/identity/did:identity:ipfs:nope", headers={"x-api-key": user_key})
     [line] = access_lines()
     assert line.status == response.status_code == 404

@@ -148,7 +148,7 @@ def test_identity_routes_need_the_x_api_key_scheme_and_health_routes_do_not(docu
             assert operation["security"] == []
         else:
             assert operation["security"] == [{"ApiKeyAuth": []}]
-            assert operation["responses"]["401"]["headers"]["WWW-Authenticate"]
+            assert resolve(document, operation["responses"]["401"])["headers"]["WWW-Authenticate"]
 
 
 def test_identity_schema_lists_every_contract_key_as_required_with_types_and_formats(document):
@@ -206,7 +206,7 @@ def test_every_error_response_has_a_problem_example_of_its_own_status(document):
     for (path, method) in CONTRACT_STATUSES:
         for code, response in document["paths"][path][method]["responses"].items():
             if code != "default" and int(code) >= 400:
-                example = response["content"][PROBLEM]["example"]
+                example = resolve(document, response)["content"][PROBLEM]["example"]
                 assert problem.is_valid(example), (path, code)
                 assert example["status"] == int(code)
 
@@ -221,7 +221,7 @@ def test_a_signature_whose_r_is_0_gets_the_422_its_operation_documents(client, a
     assert answer.status_code == 422 and answer.mimetype == PROBLEM
     assert list(answer.get_json()["errors"]) == ["signature"] and "r is 0" in answer.get_json()["errors"]["signature"][0]
     operation = document["paths"][path]["post"]
-    documented = operation["responses"]["422"]
+    documented = resolve(document, operation["responses"]["422"])
     assert "signature" in documented["description"] and "no wallet" in documented["description"]
     assert validator(document, "Problem").is_valid(answer.get_json())
     # The request itself is one the document calls valid: a body that fits the operation's schema.

@@ -137,8 +137,8 @@ def test_a_get_runs_each_request_hook_once(app, client, user_key, fetched, monke
 
     assert client.get(fetched, headers={"x-api-key": user_key}).status_code == 200
     assert sorted(calls) == sorted(registered)
-    # (The API blueprint's) whether the schema is migrated; on the way out, one hook for its headers (rate
-    # limit, nosniff, request id), its metrics and its access line. When it began is noted by the request
-    # object as it is made (identity.web.requests), and the database session ends with the app context, in
-    # Flask-SQLAlchemy's teardown.
-    assert calls == ["refuse_until_migrated", "finish_response"]
+    # (The API blueprint's) whether the schema is migrated, then what the view declared with access (the key,
+    # its budget); on the way out, one hook for its headers (rate limit, nosniff, request id), its metrics and
+    # its access line. When it began is noted by the request object as it is made (identity.web.hooks), and
+    # the database session ends with the app context, in Flask-SQLAlchemy's teardown.
+    assert calls == ["refuse_until_migrated", "check_access", "finish_response"]

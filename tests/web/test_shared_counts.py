@@ -10,7 +10,7 @@ import pytest
 from limits import parse
 from limits.strategies import FixedWindowRateLimiter
 
-from identity.web.limits import RateLimits, WindowCounts, share_counts
+from identity.web.budgets import RateLimits, WindowCounts, share_counts
 from identity.web.shared_counts import FRESH, PROBE, RUN, SLOT, SLOTS, SharedWindowCounts, create_counts_file
 
 CONFIG = {"IDENTITY_RATELIMIT_READ": "3/minute", "IDENTITY_RATELIMIT_CREATE": "3/minute",

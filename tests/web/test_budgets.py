@@ -124,7 +124,7 @@ def test_budgets_are_named_by_key_id_never_by_the_key(app, client, user_key):
 
     from identity.storage.database import db
     from identity.storage.models import ApiKey
-    from identity.web.limits import rate_limits
+    from identity.web.budgets import rate_limits
 
     creates(client, user_key, 1)
     reads(client, user_key, 1)
@@ -318,17 +318,17 @@ def test_limited_error_responses_carry_the_headers_too(client, user_key):
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed (.ci/redis installs it)")
 def test_counting_returns_to_the_shared_storage_when_it_answers_again(tmp_path, caplog):
-    from identity.web.limits import RateLimits
+    from identity.web.budgets import RateLimits
 
     port = free_port()
-    limits = RateLimits({
+    counted = RateLimits({
         "IDENTITY_RATELIMIT_READ": "3/minute",
         "IDENTITY_RATELIMIT_CREATE": "3/minute",
         "IDENTITY_RATELIMIT_SIGNIN": "3/minute",
         "IDENTITY_RATELIMIT_STORAGE": f"redis://127.0.0.1:{port}/0",
     })
     # Nothing listens yet: counted in the process, and said once.
-    assert [limits.spend("read", "key-1").remaining for _ in range(2)] == [2, 1]
+    assert [counted.spend("read", "key-1").remaining for _ in range(2)] == [2, 1]
     assert "rate limit storage unreachable" in caplog.text
     server = subprocess.Popen(
         ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
@@ -349,7 +349,7 @@ def test_counting_returns_to_the_shared_storage_when_it_answers_again(tmp_path, 
                 time.sleep(0.05)
         time.sleep(1.1)  # the first retry comes a second after the failure
         # Back on the shared storage, whose count starts afresh.
-        assert limits.spend("read", "key-1").remaining == 2
+        assert counted.spend("read", "key-1").remaining == 2
         assert "answers again" in caplog.text
         assert [name.decode() for name in client.keys("*key-1*")]
     finally:

@@ -2,10 +2,10 @@
 and DELETE of identities, previews, keys, webhooks and mirrors), counted by the `limits` library; and per
 client address, the budgets of the two sign-in routes, which take no key.
 
-The limits sit under `auth.login_required` on each view, so they are checked after the key is:
-a request with a missing, unknown or revoked key is refused with 401 before it can touch any
-budget, and the budget is named by the key's id, never by the key itself. A valid key refused on an
-Admin route (403) spends its budget all the same (spend_on_refusal), before its refusal is logged.
+A view names its budget with auth.access, which spends it after the key is checked: a request with a
+missing, unknown or revoked key is refused with 401 before it can touch any budget, and the budget is
+named by the key's id, never by the key itself. A valid key refused on an Admin route (403) spends its
+budget all the same (spend_on_refusal), before its refusal is logged.
 
 A client's address is the peer's, unless the peer is a proxy trusted by FORWARDED_ALLOW_IPS (the nginx
 recipe's, on the same host by default): then it is the address that proxy saw, the last one it added
@@ -38,7 +38,6 @@ from limits.strategies import FixedWindowRateLimiter
 from werkzeug.exceptions import TooManyRequests
 
 from ..core.errors import TooManyStreams
-from .auth import current_caller
 from .shared_counts import SharedWindowCounts
 
 log = logging.getLogger(__name__)
@@ -133,7 +132,7 @@ class RateLimits:
     """One app's budgets, and where their counts are kept."""
 
     def __init__(self, config):
-        # Each budget is one or more limits ("10/second;120/minute"), smallest window first.
+        # Each budget is one or more rates ("10/second;120/minute"), smallest window first.
         self.budgets = {
             "read": sorted(parse_many(config["IDENTITY_RATELIMIT_READ"])),
             "create": sorted(parse_many(config["IDENTITY_RATELIMIT_CREATE"])),
@@ -166,14 +165,14 @@ class RateLimits:
         return self._spend(self.local, budget, key_id)
 
     def _spend(self, limiter, budget, key_id):
-        limits = self.budgets[budget]
-        for item in limits:
+        windows = self.budgets[budget]
+        for item in windows:
             if not limiter.hit(item, KEY_PREFIX, key_id, budget):
                 stats = limiter.get_window_stats(item, KEY_PREFIX, key_id, budget)
                 return Window(False, item.amount, 0, stats.reset_time)
         # Within every limit, the headers describe the one of the smallest window.
-        stats = limiter.get_window_stats(limits[0], KEY_PREFIX, key_id, budget)
-        return Window(True, limits[0].amount, stats.remaining, stats.reset_time)
+        stats = limiter.get_window_stats(windows[0], KEY_PREFIX, key_id, budget)
+        return Window(True, windows[0].amount, stats.remaining, stats.reset_time)
 
     def counts(self):
         """The storage that counts now: the shared one unless it has failed lately, else the local one."""
@@ -300,7 +299,8 @@ def rate_limits(app):
 
 
 def caller_key_id():
-    return current_caller().key_id
+    """The id of the request's key, which web.auth has checked (hooks.Request.caller)."""
+    return request.caller.key_id
 
 
 def client_address():
@@ -331,42 +331,47 @@ def _trusted(peer):
     return any(address in network for network in proxies if network.version == address.version)
 
 
-def _budget(setting, budget, what, who=caller_key_id, by="with this API key", named=""):
-    """A decorator that spends `budget` of the caller named by `who()`: shared by every route it decorates, so
-    the singular and plural paths spend one budget."""
+class Budget:
+    """One budget: its setting, its counters' name, and whose it is (`who()`: the key's id, or the client's
+    address). A route spends it through auth.access (the API's views) or as a decorator (the console's page);
+    every route that spends it shares it, so the singular and plural paths spend one budget."""
 
-    def decorate(view):
+    def __init__(self, setting, name, what, who=caller_key_id, by="with this API key", named=""):
+        self.setting, self.name, self.who = setting, name, who
+        self.per_key = who is caller_key_id
+        self.refusal = f"Too many {what} {by}{named}: the limit is {{}}. Retry after the number of seconds in Retry-After."
+
+    def spend(self):
+        """Count this request against the budget; TooManyRequests when it is spent."""
+        window = rate_limits(current_app).spend(self.name, self.who())
+        # Every response to this request carries the headers, errors included (hooks.finish_response).
+        request.rate_limit_window = window
+        if not window.allowed:
+            raise TooManyRequests(self.refusal.format(current_app.config[self.setting]))
+
+    def __call__(self, view):
+        """`view`, called once this request has spent the budget."""
+
         @wraps(view)
         def limited(*args, **kwargs):
-            window = rate_limits(current_app).spend(budget, who())
-            # Every response to this request carries the headers, errors included (finish.py).
-            request.rate_limit_window = window
-            if not window.allowed:
-                raise TooManyRequests(
-                    f"Too many {what} {by}{named}: the limit is {current_app.config[setting]}. "
-                    "Retry after the number of seconds in Retry-After."
-                )
+            self.spend()
             return view(*args, **kwargs)
 
         return limited
 
-    return decorate
+
+reads = Budget("IDENTITY_RATELIMIT_READ", "read", "reads")
+# The write budget: creates, previews and changes of identities, keys, webhooks and mirrors. Its counters and
+# its variable keep the name "create", which deployments set.
+creates = Budget("IDENTITY_RATELIMIT_CREATE", "create", "writes", named=" (the write budget, IDENTITY_RATELIMIT_CREATE)")
+nonces = Budget("IDENTITY_RATELIMIT_SIGNIN", "nonce", "sign-in nonces", client_address, "from this address")
+signins = Budget("IDENTITY_RATELIMIT_SIGNIN", "signin", "sign-ins", client_address, "from this address")
 
 
 def spend_on_refusal():
-    """Spend the caller's budget for a request refused on an Admin route for its key's role (web.auth), before
-    the route's own budget is reached: reads for GET, HEAD and OPTIONS, as those routes spend, else writes.
-    Past the budget it raises TooManyRequests, as the route would have."""
-    (_refused_read if request.method in ("GET", "HEAD", "OPTIONS") else _refused_write)()
-
-
-reads = _budget("IDENTITY_RATELIMIT_READ", "read", "reads")
-# The write budget: creates, previews and changes of identities, keys, webhooks and mirrors. Its counters and
-# its variable keep the name "create", which deployments set.
-creates = _budget("IDENTITY_RATELIMIT_CREATE", "create", "writes", named=" (the write budget, IDENTITY_RATELIMIT_CREATE)")
-nonces = _budget("IDENTITY_RATELIMIT_SIGNIN", "nonce", "sign-in nonces", client_address, "from this address")
-signins = _budget("IDENTITY_RATELIMIT_SIGNIN", "signin", "sign-ins", client_address, "from this address")
-_refused_read, _refused_write = reads(lambda: None), creates(lambda: None)
+    """Spend the caller's budget for a request refused on an Admin route for its key's role (web.auth), as the
+    route would have: reads for GET, HEAD and OPTIONS, else writes. Past the budget it raises TooManyRequests."""
+    (reads if request.method in ("GET", "HEAD", "OPTIONS") else creates).spend()
 
 
 def open_streams(app):
@@ -378,5 +383,5 @@ def init_app(app):
     app.extensions["identity_trusted_proxies"] = None if proxies == "*" else tuple(
         ipaddress.ip_network(item.strip(), strict=False) for item in proxies.split(",")
     )
-    app.extensions["identity_rate_limits"] = limits = RateLimits(app.config)
-    app.extensions["identity_open_streams"] = OpenStreams(limits)
+    app.extensions["identity_rate_limits"] = counted = RateLimits(app.config)
+    app.extensions["identity_open_streams"] = OpenStreams(counted)

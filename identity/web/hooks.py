@@ -31,7 +31,7 @@ access_log = logging.getLogger(ACCESS_LOGGER)
 class Request(flask.Request):
     """The app's `request_class`: Flask's, with what a request learns on its way kept on it."""
 
-    #: The window of the budget this request spent (web.limits), or None.
+    #: The window of the budget this request spent (web.budgets), or None.
     rate_limit_window = None
     #: The Caller of the request's key once it is known good (web.auth), or None.
     caller = None

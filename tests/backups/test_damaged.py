@@ -15,12 +15,18 @@ from tests.common.seaweed import BUCKET
 
 
 def damage(seaweed, prefix, name, how):
-    """Rewrite the object `name` on the store: a byte flipped halfway, or cut to half its size; with `matching`,
-    its manifest then gives the damaged bytes' size and SHA-256, as if it had been made so."""
+    """Rewrite the object `name` on the store: a byte flipped halfway, one bit flipped near the end, or cut to half
+    its size; "corrupt, manifest matching": its manifest then gives the damaged bytes' size and SHA-256, as if it
+    had been made so."""
     client = seaweed.client()
     data = bytearray(client.get_object(Bucket=BUCKET, Key=f"{prefix}{name}")["Body"].read())
     if how == "cut":
         data = data[:len(data) // 2]
+    elif how == "end altered":
+        # A pg_dump archive ends with its last block's terminator, the integer 0 (a sign byte, then 4 bytes):
+        # as "-0" it reads the same, so only the SHA-256 tells. It is passed on to pg_restore, whose restore
+        # then completes, only once the whole object matched its manifest.
+        data[-5] ^= 0x01
     else:
         data[len(data) // 2] ^= 0xFF
     client.put_object(Bucket=BUCKET, Key=f"{prefix}{name}", Body=bytes(data))
@@ -52,7 +58,7 @@ def left_beside(database_url, backend):
     return [path.name for path in folder.iterdir() if path.name.endswith(".restoring")]
 
 
-@pytest.mark.parametrize("how", ["altered", "cut"])
+@pytest.mark.parametrize("how", ["altered", "end altered", "cut"])
 def test_a_backup_that_does_not_match_its_manifest_is_refused_and_changes_nothing(backup_apps, database_url, seaweed,
                                                                                   prefix, backend, how):
     app = backup_apps(database_url)

@@ -6,6 +6,7 @@ corrupt block late in the dump rolls back."""
 
 import hashlib
 import json
+import os
 
 import pytest
 
@@ -100,3 +101,29 @@ def test_a_corrupt_backup_whose_manifest_matches_is_refused_and_changes_nothing(
         db.engine.dispose()
         assert feed_end(app, key) == end
     assert left_beside(database_url, backend) == []
+
+
+@pytest.mark.sqlite_only
+def test_a_disk_without_room_for_the_database_is_named_before_starting(backup_apps, database_url, seaweed, prefix):
+    """The manifest gives the database's size: verify needs that much in the temporary folder, a restore beside the
+    database. One that asks for more than any disk has is refused before a byte is downloaded."""
+    app = backup_apps(database_url)
+    name, key, end = backed_up_then_written(app)
+    client = seaweed.client()
+    manifest = json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}{name}.json")["Body"].read())
+    database = database_url.removeprefix("sqlite:///")
+    assert 0 < manifest["database_size"] <= 2 * os.path.getsize(database)  # the copy's size, not the object's
+    manifest["database_size"] = 10**18
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}{name}.json", Body=json.dumps(manifest).encode())
+
+    verified = cli(app, "backups", "verify", name)
+    assert verified.exit_code == 1
+    assert "The temporary folder" in verified.output and "MiB free; opening this backup" in verified.output
+    restored = cli(app, "restore", name)
+    assert restored.exit_code == 1, restored.output
+    assert f"The database's folder {os.path.dirname(database)} has" in restored.output
+    assert f"needs up to {-(-10**18 // 2**20):,} MiB there" in restored.output and "Nothing was changed" in restored.output
+    with app.app_context():
+        db.engine.dispose()
+        assert feed_end(app, key) == end
+    assert left_beside(database_url, "sqlite") == []

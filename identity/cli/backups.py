@@ -2,7 +2,6 @@
 verify NAME`, `backups schedule` (identity.data.backups). With a PATH, `backup` and `restore` are
 cli.data's: one local file."""
 
-import tempfile
 from pathlib import Path
 
 import click
@@ -11,7 +10,7 @@ from flask import current_app
 from flask.cli import pass_script_info, with_appcontext
 
 from ..core import audit
-from ..data.backups import archive, restoring, runs, schedule
+from ..data.backups import archive, opening, restoring, runs, schedule
 from ..data.backups.store import StoreError
 from ..schemas import MAX_SEQ
 from ..storage.database import db, migrate
@@ -67,8 +66,9 @@ def restore(context, source, issued_up_to):
 
     SOURCE is a file that `flask backup PATH` wrote, or a backup on the target: a name from `backups list`,
     an s3://BUCKET/PREFIX/NAME URL, or the path of one in a folder target. A backup from the target is
-    downloaded, checked against its manifest (SHA-256) and decrypted first; then restored as a file is
-    (SQLite), or with pg_restore (PostgreSQL). Either way the feed never reuses a number.
+    checked against its manifest (SHA-256), decrypted and decompressed as it downloads, straight into the
+    restored file (SQLite, then restored as a file is) or into pg_restore (PostgreSQL, one transaction). Either
+    way the feed never reuses a number, and a backup that does not check out changes nothing.
     """
     remote = source.startswith("s3://") or source.endswith(EXTENSIONS) or (
         not Path(source).exists() and source.startswith("identity-"))
@@ -79,19 +79,25 @@ def restore(context, source, issued_up_to):
     try:
         where, name = restoring.source(source)
         store = runs.target(where)
-        with tempfile.TemporaryDirectory(prefix="identity-restore-") as folder:
-            plain, manifest = restoring.unpacked(store, name, folder, key)
-            kind = manifest.get("database")
-            if kind != ("sqlite" if backend == "sqlite" else "postgresql"):
-                raise click.ClickException(f"{name} is a backup of a {kind} database and this one is {backend}: "
-                                           "restore it into a database of its kind, then `flask db copy` if needed.")
-            click.echo(f"Downloaded {name} from {store.where}: SHA-256 matches its manifest.", err=True)
-            if backend == "sqlite":
-                return context.invoke(data.restore, path=plain, issued_up_to=issued_up_to)
-            replaced, next_seq = restoring.restore_postgresql(db.engine, plain, issued_up_to)
-            audit.record_now("database.restore", "backup", name, after={
-                "identities": manifest.get("identities"), "issued_up_to": manifest.get("issued_up_to"),
-                "next_seq": next_seq})
+        manifest = opening.manifest_of(store, name)
+        kind = manifest.get("database")
+        if kind != ("sqlite" if backend == "sqlite" else "postgresql"):
+            raise click.ClickException(f"{name} is a backup of a {kind} database and this one is {backend}: "
+                                       "restore it into a database of its kind, then `flask db copy` if needed.")
+        opening.identity_for(manifest, key)  # a format this version reads, and the key it needs: before any download
+        if backend == "sqlite":
+
+            def download(path):
+                restoring.write_sqlite(store, name, manifest, key, path)
+                click.echo(f"Downloaded {name} from {store.where}: SHA-256 matches its manifest.", err=True)
+
+            return data.put_back(name, issued_up_to, write=download)
+        replaced, next_seq = restoring.restore_postgresql(
+            db.engine, lambda sink: opening.receive(store, name, manifest, key, sink), issued_up_to)
+        click.echo(f"Downloaded {name} from {store.where}: SHA-256 matches its manifest.", err=True)
+        audit.record_now("database.restore", "backup", name, after={
+            "identities": manifest.get("identities"), "issued_up_to": manifest.get("issued_up_to"),
+            "next_seq": next_seq})
     except FAILURES as error:
         raise _refused(error) from None
     was = f"a database that had issued seq {replaced}" if replaced is not None else "no change log (a new database)"

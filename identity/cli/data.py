@@ -118,6 +118,12 @@ def restore(path, issued_up_to):
     is dropped so that it cannot be replayed over the restored file, and the feed's sequence is raised above
     every number the replaced database issued: no seq, and so no webhook-id, ever names two entries.
     """
+    put_back(path, issued_up_to)
+
+
+def put_back(backup, issued_up_to, write=None):
+    """restore's work: the backup at `backup` (a Path) in place of the SQLite database, or with `write`, the backup
+    named `backup` whose bytes write(path) puts in the file at path (restoring.restore_sqlite)."""
     url = db.engine.url
     if url.get_backend_name() != "sqlite":
         raise click.ClickException(
@@ -130,14 +136,14 @@ def restore(path, issued_up_to):
     db.engine.dispose()  # this process keeps nothing of the old file open
     try:
         restored = restoring.restore_sqlite(
-            Path(database), path, ScriptDirectory.from_config(migrate.get_config()), issued_up_to
+            Path(database), backup, ScriptDirectory.from_config(migrate.get_config()), issued_up_to, write=write
         )
     except restoring.RestoreRefused as refused:
         raise click.ClickException(str(refused)) from None
-    _record_restore(path, restored)
+    _record_restore(backup, restored)
     replaced = ("a database that had issued seq " + str(restored.replaced_end) if restored.replaced_end is not None
                 else "no database (none was there)")
-    click.echo(f"Restored {path} ({restored.identities} identities, feed issued up to seq {restored.backup_end}) in "
+    click.echo(f"Restored {backup} ({restored.identities} identities, feed issued up to seq {restored.backup_end}) in "
                f"place of {replaced}; integrity check ok. The next entry of the feed is seq {restored.next_seq}.",
                err=True)
     if restored.replaced_end is None and not issued_up_to:
@@ -153,12 +159,12 @@ def restore(path, issued_up_to):
     click.echo(database)
 
 
-def _record_restore(path, restored):
+def _record_restore(backup, restored):
     """The restore's entry, in the restored database's audit log (which the backup brought back); a backup of a
     schema without one gets none, and the command says so."""
     try:
-        audit.record_now("database.restore", "database", path.name, after={
-            "path": str(path), "identities": restored.identities, "backup_end": restored.backup_end,
+        audit.record_now("database.restore", "database", Path(backup).name, after={
+            "path": str(backup), "identities": restored.identities, "backup_end": restored.backup_end,
             "replaced_end": restored.replaced_end, "next_seq": restored.next_seq})
     except SQLAlchemyError:
         db.session.remove()

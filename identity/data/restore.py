@@ -62,13 +62,16 @@ class Restored:
         return max(self.backup_end, self.replaced_end or 0, self.issued_up_to) + 1
 
 
-def restore_sqlite(database, backup, script, issued_up_to=0):
+def restore_sqlite(database, backup, script, issued_up_to=0, write=None):
     """Put the backup at `backup` (a Path) in place of the SQLite database at `database` (a Path), whose
     migrations are `script` (an Alembic ScriptDirectory); returns Restored. Raises RestoreRefused.
 
     `issued_up_to`: a number known to have been issued (when the replaced database is lost, what followers
-    hold); the next entry is numbered above it too."""
-    backup = _checked_backup(backup, database)
+    hold); the next entry is numbered above it too. With `write`, `backup` names a backup that write(path) puts
+    in the file at path (a download, decompressed as it comes); its own failures pass through, the database
+    left as it was."""
+    if write is None:
+        backup = _checked_backup(backup, database)
     if not database.parent.is_dir():
         raise RestoreRefused(f"No folder {database.parent} to restore the database in; create it, or check DATABASE_URL.")
     handle, partial = tempfile.mkstemp(prefix=f".{database.name}.", suffix=".restoring", dir=database.parent)
@@ -76,7 +79,10 @@ def restore_sqlite(database, backup, script, issued_up_to=0):
     partial = Path(partial)
     try:
         try:
-            shutil.copyfile(backup, partial)
+            if write is None:
+                shutil.copyfile(backup, partial)
+            else:
+                write(partial)
         except OSError as error:
             raise RestoreRefused(f"The backup could not be copied beside the database: {error.strerror or error} "
                                  f"({error.filename}). Check the free space and permissions.") from None

@@ -70,6 +70,7 @@ def junk(database_url, backend):
         for _ in range(24):
             connection.execute(text("INSERT INTO backup_test_junk (data) VALUES (:data)"),
                                {"data": os.urandom(1024 * 1024)})
+    engine.dispose()  # no connection kept open meanwhile: a restore opens the database alone
     yield
     with engine.begin() as connection:
         connection.execute(text("DROP TABLE backup_test_junk"))

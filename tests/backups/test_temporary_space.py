@@ -1,7 +1,9 @@
-"""Temporary space during a backup: at most one copy of the database (the contract: "temporary space is at most
-one backup"). The backup is streamed from SQLite's online-backup copy (or from pg_dump) through Zstandard and
-age into the upload, so the copy is all that sits in the temporary folder. A thread watches that folder's bytes
-while a backup of 24 MiB that do not compress goes to the store, encrypted (the case that needs the most)."""
+"""Temporary space during a backup, its verification and its restore: at most one copy of the database (the
+contract: "temporary space is at most one backup"). The backup is streamed from SQLite's online-backup copy (or
+from pg_dump) through Zstandard and age into the upload, so the copy is all that sits in the temporary folder;
+`backups verify` and `restore NAME` stream the download through SHA-256, age and Zstandard into the one SQLite
+file they open (or into pg_restore). A thread watches the folders' bytes while a backup of 24 MiB that do not
+compress goes to the store and comes back, encrypted (the case that needs the most)."""
 
 import os
 import tempfile
@@ -19,23 +21,32 @@ KEY = str(pyrage.x25519.Identity.generate())
 
 
 class Watcher:
-    """The peak of the bytes in the files under `folder`, read from a thread every millisecond or so."""
+    """The peak of the bytes in the files under `folder`, read from a thread every millisecond or so; `extra` is
+    the peak less what was there at the start."""
 
     def __init__(self, folder):
         self.folder, self.peak, self.stopping = folder, 0, threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.start = self._total()
+
+    def _total(self):
+        total = 0
+        for root, _, files in os.walk(self.folder):
+            for name in files:
+                try:
+                    total += os.stat(os.path.join(root, name)).st_size
+                except FileNotFoundError:
+                    pass  # removed between the listing and the stat
+        return total
 
     def _watch(self):
         while not self.stopping.is_set():
-            total = 0
-            for root, _, files in os.walk(self.folder):
-                for name in files:
-                    try:
-                        total += os.stat(os.path.join(root, name)).st_size
-                    except FileNotFoundError:
-                        pass  # removed between the listing and the stat
-            self.peak = max(self.peak, total)
+            self.peak = max(self.peak, self._total())
             self.stopping.wait(0.001)
+
+    @property
+    def extra(self):
+        return self.peak - self.start
 
     def __enter__(self):
         self.thread.start()
@@ -90,3 +101,37 @@ def test_a_backup_uses_at_most_one_copy_of_the_database_in_temporary_space(backu
     else:
         # pg_dump's archive streams into the upload: only its messages are written here.
         assert watcher.peak < 1024 * 1024, f"{watcher.peak:,} bytes of temporary space for a {stored:,}-byte dump"
+
+
+@pytest.mark.parametrize("where", ["s3", "folder"])
+def test_verify_and_restore_use_at_most_one_copy_of_the_database_in_temporary_space(  # noqa: F811
+        backup_apps, database_url, junk, temporary, tmp_path, backend, where):
+    config = {"IDENTITY_BACKUP_ENCRYPTION_KEY": KEY, "IDENTITY_BACKUP_PART_MB": 5}
+    if where == "folder":
+        (tmp_path / "offsite").mkdir()
+        config["IDENTITY_BACKUP_URL"] = str(tmp_path / "offsite")
+    app = backup_apps(database_url, **config)
+    size = database_bytes(app, database_url, backend)
+    assert size > 24 * 1024 * 1024
+    name = take(app)
+
+    with Watcher(temporary) as verifying:
+        verified = cli(app, "backups", "verify", name)
+    assert verified.exit_code == 0, verified.output
+    with app.app_context():
+        db.engine.dispose()
+    # A restore writes in the temporary folder and beside the database (tmp_path holds both): the peak beyond
+    # what was there before counts both.
+    with Watcher(tmp_path) as restoring:
+        restored = cli(app, "restore", name)
+    assert restored.exit_code == 0, restored.output
+    print(f"database {size:,} bytes; temporary space: verify {verifying.extra:,}, restore {restoring.extra:,}")
+    for step, watcher in (("backups verify", verifying), ("restore NAME", restoring)):
+        if backend == "sqlite":
+            # The decompressed database is written (the watcher sees it), and nothing beside it.
+            assert watcher.extra > size // 2, f"{step}: the watcher saw {watcher.extra} bytes: not the right folder"
+            assert watcher.extra <= 1.1 * size, (f"{step}: {watcher.extra:,} bytes of temporary space for a database "
+                                                 f"of {size:,} bytes")
+        else:
+            # The download streams into pg_restore: nothing but its messages is written.
+            assert watcher.extra < 1024 * 1024, f"{step}: {watcher.extra:,} bytes of temporary space"

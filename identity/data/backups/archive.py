@@ -1,4 +1,4 @@
-"""A backup's bytes: made from the database, and opened again.
+"""A backup's bytes, made from the database (opening.py reads them back).
 
 On SQLite, a consistent copy (SQLite's online backup API, one snapshot) compressed with Zstandard; on
 PostgreSQL, `pg_dump --format=custom` (compressed by pg_dump), run on a snapshot that the service exported
@@ -8,7 +8,6 @@ The bytes are made as they are sent (Made.pour), in blocks: the SQLite copy is t
 in the temporary folder (pg_dump's archive is read from its output), and memory stays flat.
 """
 
-import hashlib
 import os
 import re
 import shutil
@@ -28,7 +27,7 @@ from sqlalchemy.pool import NullPool
 
 from ...storage.faults import cause
 from ...storage.models import Change, Identity
-from .streams import BLOCK, Tally, off_the_loop
+from .streams import BLOCK, Tally, Tolerant, off_the_loop
 
 SEQUENCE = "identity_changes_seq_seq"  # PostgreSQL's sequence of identity_changes.seq
 # Where that sequence stands: its last value, and whether it was ever issued.
@@ -53,6 +52,7 @@ class Made:
     plain: object = field(repr=False)  # the SQLite copy's path, or pg_dump's output (a readable file)
     key: str | None = field(default=None, repr=False)
     check: object = field(default=None, repr=False)  # raises BackupFailed when the source ended in a failure
+    database_size: int | None = None  # the SQLite copy's bytes: what opening the backup writes (none for pg_dump)
     size: int = 0
     sha256: str = ""
 
@@ -67,8 +67,9 @@ class Made:
         with (open(self.plain, "rb") if isinstance(self.plain, Path) else nullcontext(self.plain)) as plain:
             source = plain
             if self.database == "sqlite":
-                source = zstandard.ZstdCompressor(level=3, threads=-1).stream_reader(plain, read_size=BLOCK,
-                                                                                   closefd=False)
+                # With a checksum of the content: a frame altered anywhere fails to decompress.
+                source = zstandard.ZstdCompressor(level=3, threads=-1, write_checksum=True).stream_reader(
+                    plain, read_size=BLOCK, closefd=False)
             if self.key is not None:
                 recipient = pyrage.x25519.Identity.from_str(self.key).to_public()
                 pyrage.encrypt_io(source, tally, [recipient])
@@ -83,14 +84,6 @@ class Made:
             self.check()
 
 
-def digest(path):
-    sha = hashlib.sha256()
-    with open(path, "rb") as source:
-        while block := source.read(BLOCK):
-            sha.update(block)
-    return sha.hexdigest()
-
-
 def needed_space(engine):
     """The temporary space a backup of the database behind `engine` may take, in bytes: on SQLite its copy (the
     file and its WAL at most); on PostgreSQL none, pg_dump's archive being read from its output."""
@@ -102,12 +95,13 @@ def needed_space(engine):
     return 0
 
 
-def check_space(folder, needed):
+def check_space(folder, needed, doing="a backup of this database", place="The temporary folder",
+                remedy="Free space, or point TMPDIR at a larger disk."):
+    """Raise BackupFailed, naming the shortfall, when `folder` has less than `needed` bytes free."""
     free = shutil.disk_usage(folder).free
     if free < needed:
-        raise BackupFailed(f"The temporary folder {folder} has {free // BLOCK:,} MiB free; a backup of this "
-                           f"database needs up to {needed // BLOCK:,} MiB there. Free space, or point TMPDIR at a "
-                           "larger disk.")
+        raise BackupFailed(f"{place} {folder} has {free // BLOCK:,} MiB free; {doing} needs up to "
+                           f"{-(-needed // BLOCK):,} MiB there. {remedy}")
 
 
 @contextmanager
@@ -142,7 +136,8 @@ def _sqlite(engine, folder, key):
     except sqlite3.Error as error:
         raise BackupFailed(f"SQLite's online backup failed ({error}); check the database and the free space.") from None
     migration, identities, issued = sqlite_facts(copy)
-    return Made("sqlite+zstd", ".sqlite.zst", "sqlite", migration, issued, identities, plain=copy, key=key)
+    return Made("sqlite+zstd", ".sqlite.zst", "sqlite", migration, issued, identities, plain=copy, key=key,
+                database_size=copy.stat().st_size)
 
 
 def sqlite_facts(path):
@@ -238,46 +233,28 @@ def last_line(stderr):
     return lines[-1] if lines else "no message"
 
 
-def unpack(raw, manifest, folder, key=None):
-    """The plain database (SQLite file or pg_dump archive) in `raw`, a downloaded backup whose manifest is
-    `manifest`, written in `folder`; its bytes are checked against the manifest's size and SHA-256 first.
-    Raises BackupFailed, saying whether a key is missing or wrong."""
-    size, sha = raw.stat().st_size, digest(raw)
-    if manifest.get("sha256") not in (None, sha) or manifest.get("size") not in (None, size):
-        raise BackupFailed(f"The downloaded backup does not match its manifest ({size} bytes, SHA-256 {sha[:12]}..., "
-                           f"where the manifest says {manifest.get('size')} bytes, {str(manifest.get('sha256'))[:12]}"
-                           "...): it is damaged or was altered. Restore another backup.")
-    fmt = manifest.get("format", "")
-    source = raw
-    if fmt.endswith("+age"):
-        if not key:
-            raise BackupFailed("This backup is encrypted (age): set IDENTITY_BACKUP_ENCRYPTION_KEY (or _FILE) to the "
-                               "key it was made with, and run the command again. Nothing was changed.")
-        opened = folder / "decrypted"
-        try:
-            with open(raw, "rb") as sealed, open(opened, "wb") as out:
-                pyrage.decrypt_io(sealed, out, [pyrage.x25519.Identity.from_str(key)])
-        except pyrage.DecryptError:
-            raise BackupFailed("The encryption key does not open this backup: it was made with another key. Set "
-                               "IDENTITY_BACKUP_ENCRYPTION_KEY to that one. Nothing was changed.") from None
-        source, fmt = opened, fmt.removesuffix("+age")
-    if fmt == "sqlite+zstd":
-        plain = folder / "identity.db"
-        try:
-            with open(source, "rb") as packed, open(plain, "wb") as out:
-                zstandard.ZstdDecompressor().copy_stream(packed, out, read_size=BLOCK, write_size=BLOCK)
-        except zstandard.ZstdError as error:
-            raise BackupFailed(f"The backup does not decompress ({error}): it is damaged.") from None
-        return plain
-    if fmt == "pg_dump-custom":
-        return source
-    raise BackupFailed(f"The backup's format {fmt or '(none)'} is not one this version of the service reads.")
-
-
-def check_dump(path, engine):
-    """`pg_restore --list` reads the archive at `path` through (its table of contents and its blocks' headers)."""
+def check_dump(feed, engine):
+    """`pg_restore --list` reads the table of contents of the archive that feed(sink) writes into its standard
+    input; returns the number of entries. The feed goes on to the end of its bytes (so that they are checked)
+    after pg_restore has read what it needs."""
     check_client("pg_restore", engine)
-    done = subprocess.run(["pg_restore", "--list", str(path)], capture_output=True, text=True)
-    if done.returncode:
-        raise BackupFailed(f"pg_restore cannot read the dump: {last_line(done.stderr)}")
-    return done.stdout.count("\n")
+    with tempfile.TemporaryFile() as listing, tempfile.TemporaryFile() as messages:
+        with subprocess.Popen(["pg_restore", "--list"], stdin=subprocess.PIPE, stdout=listing,
+                              stderr=messages) as listed:
+            try:
+                feed(Tolerant(listed.stdin))
+            finally:
+                _close_quietly(listed.stdin)
+            code = listed.wait()
+        if code:
+            messages.seek(0)
+            raise BackupFailed(f"pg_restore cannot read the dump: {last_line(messages.read().decode(errors='replace'))}")
+        listing.seek(0)
+        return listing.read().count(b"\n")
+
+
+def _close_quietly(pipe):
+    try:
+        pipe.close()
+    except BrokenPipeError:
+        pass  # the reader had what it needed

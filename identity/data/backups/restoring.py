@@ -1,14 +1,16 @@
-"""`flask restore NAME`: a backup from the target (or an s3:// URL), downloaded and checked, then restored
-as `restore PATH` restores a file: on SQLite through identity.data.restore; on PostgreSQL with pg_restore,
-as docs/backup.md gives it, the feed's sequence raised after it so that no number is used twice.
+"""`flask restore NAME`: a backup from the target (or an s3:// URL), checked as it downloads (opening.py), then
+restored as `restore PATH` restores a file: on SQLite through identity.data.restore, the download decompressed
+straight into the file it puts in place; on PostgreSQL with pg_restore reading the download from a pipe, in
+one transaction, the feed's sequence raised after it so that no number is used twice.
 """
 
 import subprocess
-from pathlib import Path
+import tempfile
 
 from sqlalchemy import text
 
-from . import archive, runs
+from . import archive, opening
+from .streams import Tolerant
 
 
 def source(reference):
@@ -20,12 +22,14 @@ def source(reference):
     return None, reference
 
 
-def unpacked(store, name, folder, key):
-    """The plain database of the backup `name` in `folder`, and its manifest; raises BackupFailed or StoreError
-    before anything is changed."""
-    raw, manifest = runs.download(store, name, folder)
-    archive.check_space(folder, 2 * raw.stat().st_size)
-    return archive.unpack(raw, manifest, Path(folder), key), manifest
+def write_sqlite(store, name, manifest, key, path):
+    """Write the SQLite database of the backup `name` into the file at `path` (beside the database it replaces),
+    decompressed as it downloads, once the folder has room for it. Raises BackupFailed, StoreError or OSError."""
+    archive.check_space(path.parent, opening.needed_space(manifest), doing="the restored database",
+                        place="The database's folder", remedy="Free space there; the database is replaced only once "
+                        "its restored copy is whole. Nothing was changed.")
+    with open(path, "wb") as out:
+        opening.receive(store, name, manifest, key, out)
 
 
 def issued(connection):
@@ -36,20 +40,40 @@ def issued(connection):
     return last if called else 0
 
 
-def restore_postgresql(engine, dump, issued_up_to=0):
-    """Restore the pg_dump archive at `dump` into the database behind `engine`, every other connection closed;
-    the feed's sequence ends at least at what the replaced database issued and `issued_up_to`. Returns
-    (the replaced database's highest seq or None, the next seq)."""
+def restore_postgresql(engine, feed, issued_up_to=0):
+    """Restore the pg_dump archive that feed(sink) writes (opening.receive) into the database behind `engine`, every
+    other connection closed: pg_restore reads it from a pipe, in one transaction, so that a failure on either
+    side (the download not matching its manifest, a wrong key, pg_restore's own) changes nothing. The feed's
+    sequence ends at least at what the replaced database issued and `issued_up_to`. Returns (the replaced
+    database's highest seq or None, the next seq)."""
     archive.check_client("pg_restore", engine)
     with engine.connect() as connection:
         before = issued(connection)
     engine.dispose()
     url, env = archive.libpq(engine.url)
-    done = subprocess.run(["pg_restore", "--clean", "--if-exists", "--no-owner", f"--dbname={url}", str(dump)],
-                          capture_output=True, text=True, env=env)
-    if done.returncode:
-        raise archive.BackupFailed(f"pg_restore failed: {archive.last_line(done.stderr)}. The database may be "
-                                   "partly restored: run the restore again once the cause is fixed.")
+    with tempfile.TemporaryFile() as messages:
+        with subprocess.Popen(["pg_restore", "--clean", "--if-exists", "--no-owner", "--single-transaction",
+                               f"--dbname={url}"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=messages, env=env) as restoring:
+            try:
+                # Read to the end even when pg_restore stops early: a backup that does not match its manifest is
+                # named as such, rather than by pg_restore's complaint about it.
+                feed(Tolerant(restoring.stdin))
+            except BaseException:
+                # It has not had the download's last block, so it has committed nothing: stopped, its
+                # transaction is rolled back.
+                restoring.kill()
+                raise
+            finally:
+                try:
+                    restoring.stdin.close()
+                except BrokenPipeError:
+                    pass
+            code = restoring.wait()
+        if code:
+            messages.seek(0)
+            raise archive.BackupFailed(f"pg_restore failed: {archive.last_line(messages.read().decode(errors='replace'))}"
+                                       ". It ran in one transaction, rolled back: nothing was changed.")
     floor = max(before or 0, issued_up_to)
     with engine.begin() as connection:
         last, called = connection.execute(archive.SEQUENCE_STATE).one()

@@ -3,8 +3,8 @@ list them, verify one, and keep IDENTITY_BACKUP_KEEP scheduled ones. Each run is
 where its outcome and its last failure are read by the Status page and /metrics on every node.
 """
 
+import hashlib
 import logging
-import shutil
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -15,8 +15,8 @@ from sqlalchemy import select, update
 from ...core import audit
 from ...storage.database import db, one_statement, write_transaction
 from ...storage.models import BackupRun, utcnow
-from . import archive
-from .store import MANIFEST, StoreError, open_store, parse_manifest
+from . import archive, opening
+from .store import StoreError, open_store
 
 log = logging.getLogger(__name__)
 RUNS = BackupRun.__table__
@@ -89,7 +89,7 @@ def _take(kind, run_id, scheduled_for):
         manifest = {
             "name": name, "format": made.format, "database": made.database, "migration": made.migration,
             "issued_up_to": made.issued_up_to, "identities": made.identities, "sha256": made.sha256,
-            "size": made.size, "version": service_version(), "time": started.isoformat(), "kind": kind,
+            "size": made.size, "database_size": made.database_size, "version": service_version(), "time": started.isoformat(), "kind": kind,
             "encrypted": made.format.endswith("+age"),
             "scheduled_for": scheduled_for.isoformat() if scheduled_for else None,
             "audit_head": audit_head,
@@ -111,7 +111,7 @@ def check_upload(store, name, made):
     size = store.size(name)
     if size != made.size:
         return f"the store holds {size} bytes where {made.size} were sent"
-    sha = archive.hashlib.sha256()
+    sha = hashlib.sha256()
     with store.open(name) as body:
         while block := body.read(archive.BLOCK):
             sha.update(block)
@@ -131,35 +131,22 @@ def listing(store=None):
     return sorted(found, key=lambda backup: (backup["time"], backup["name"]), reverse=True)
 
 
-def download(store, name, folder):
-    """The backup `name` and its manifest: (the path of its bytes in `folder`, the manifest dict)."""
-    try:
-        with store.open(f"{name}{MANIFEST}") as raw:
-            manifest = parse_manifest(raw.read())
-    except StoreError:
-        raise StoreError(f"No backup {name} at {store.where} (no manifest {name}{MANIFEST}: an upload that never "
-                         "finished, or a wrong name): `flask backups list` names those there.") from None
-    path = Path(folder) / "download"
-    with store.open(name) as body, open(path, "wb") as out:
-        shutil.copyfileobj(body, out, archive.BLOCK)
-    return path, manifest
-
-
 def verify(name, script, store=None):
-    """Download the backup `name`, check its bytes against its manifest, and open it (SQLite: integrity_check
-    and a known migration; PostgreSQL: pg_restore --list); the manifest records the outcome. Returns a line
-    saying what was found. Raises archive.BackupFailed or StoreError."""
+    """Check the backup `name` as it downloads: its bytes against its manifest (size, SHA-256), then opened (SQLite:
+    decompressed into the temporary folder, integrity_check and a known migration; PostgreSQL: read by
+    pg_restore --list from a pipe); the manifest records the outcome. Returns a line saying what was found.
+    Raises archive.BackupFailed or StoreError."""
     store = store or target()
+    key = current_app.config.get("IDENTITY_BACKUP_ENCRYPTION_KEY")
+    manifest = opening.manifest_of(store, name)
     with tempfile.TemporaryDirectory(prefix="identity-verify-") as folder:
-        raw, manifest = download(store, name, folder)
         try:
-            archive.check_space(folder, 2 * raw.stat().st_size)
-            plain = archive.unpack(raw, manifest, Path(folder), current_app.config.get("IDENTITY_BACKUP_ENCRYPTION_KEY"))
+            opening.identity_for(manifest, key)  # a format this version reads, and the key it needs
             if manifest.get("database") == "postgresql":
-                entries = archive.check_dump(plain, db.engine)
+                entries = archive.check_dump(lambda sink: opening.receive(store, name, manifest, key, sink), db.engine)
                 found = f"pg_restore --list reads {entries} entries"
             else:
-                migration, identities, issued = archive.sqlite_facts(plain)
+                migration, identities, issued = archive.sqlite_facts(_received(store, name, manifest, key, folder))
                 if script.get_revision(migration) is None:
                     raise archive.BackupFailed(f"its migration {migration} is not one this version knows")
                 found = f"integrity check ok, migration {migration}, {identities} identities, issued up to {issued}"
@@ -170,6 +157,20 @@ def verify(name, script, store=None):
         manifest.update(verified=True, verified_at=utcnow().isoformat(), verify_error=None)
         store.put_manifest(name, manifest)
     return found
+
+
+def _received(store, name, manifest, key, folder):
+    """The SQLite database of the backup `name`, decompressed into `folder` as it downloads: the one file there."""
+    archive.check_space(folder, opening.needed_space(manifest), doing="opening this backup (its database, "
+                        "decompressed)")
+    plain = Path(folder) / "identity.db"
+    try:
+        with open(plain, "wb") as out:
+            opening.receive(store, name, manifest, key, out)
+    except OSError as error:
+        raise archive.BackupFailed(f"The backup could not be written in {folder}: {error.strerror or error}. Check "
+                                   "its free space (TMPDIR names another folder).") from None
+    return plain
 
 
 def keep_newest(keep, store=None):

@@ -113,6 +113,18 @@ class FolderStore:
         except OSError as error:
             raise self._faults("read", error) from None
 
+    def copy(self, name, write):
+        """Pass the bytes of `name` to write(block), a block at a time, in order."""
+        with self.open(name) as source:
+            while True:
+                try:
+                    block = source.read(MiB)
+                except OSError as error:
+                    raise self._faults("read", error) from None
+                if not block:
+                    return
+                write(block)
+
     def listing(self):
         """(name, size, manifest) of every backup whose manifest is there."""
         found = []
@@ -216,6 +228,18 @@ class S3Store:
             raise self._error(error) from None
         except BotoCoreError as error:
             raise self._error(error) from None
+
+    def copy(self, name, write):
+        """Pass the object's bytes to write(block), a block at a time, as they download: never held whole."""
+        with self.open(name) as body:
+            while True:
+                try:
+                    block = body.read(MiB)
+                except (BotoCoreError, ClientError) as error:
+                    raise self._error(error) from None
+                if not block:
+                    return
+                write(block)
 
     def listing(self):
         try:

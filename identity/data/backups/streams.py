@@ -49,6 +49,30 @@ class Tally:
         self.sink.flush()
 
 
+class Tolerant:
+    """A writable over a process's standard input that, once the process stops reading (pg_restore --list, having
+    read the table of contents), drops what follows: the download is still read to its end, so that its SHA-256 is
+    checked, and a damaged backup is named as such rather than by the process's complaint about it."""
+
+    def __init__(self, sink):
+        self.sink, self.closed = sink, False
+
+    def write(self, data):
+        if not self.closed:
+            try:
+                self.sink.write(data)
+            except BrokenPipeError:
+                self.closed = True
+        return len(data)
+
+    def flush(self):
+        if not self.closed:
+            try:
+                self.sink.flush()
+            except BrokenPipeError:
+                self.closed = True
+
+
 class Piped:
     """`pour(sink)` run on a thread, writing into a pipe; this object is the pipe's other end, a readable file that
     boto3 reads a part at a time (it cannot seek, so boto3 holds only the parts it is sending). At the end of the

@@ -2,7 +2,8 @@
 can bind them to any app; SQLite's settings; and the two ways a request uses the session: a write
 transaction that holds the write lock from its first statement, and a read that is one statement.
 
-Every statement of the service goes through the session (ORM, or Core statements executed on it).
+Every statement of the service goes through Flask-SQLAlchemy's engine: on the session (ORM, or Core statements
+executed on it), or, for a read of one statement outside any transaction, on a connection of the engine's pool.
 """
 
 import os
@@ -12,7 +13,7 @@ import time
 from contextlib import contextmanager
 
 from blinker import Namespace
-from flask import current_app, has_request_context
+from flask import current_app
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
@@ -121,23 +122,25 @@ def tune_sqlite(engine, busy_timeout_ms):
 
 @contextmanager
 def one_statement():
-    """The request's session's connection, for a read that is a single statement: outside any transaction,
-    so that its statement is its only round trip (no BEGIN before it, no ROLLBACK after it). Within a
-    transaction the session has begun already, the read simply joins it.
+    """A connection for a read that is a single statement: outside any transaction, so that its statement is
+    its only round trip (no BEGIN before it, no ROLLBACK after it). Within a transaction the request's session
+    has begun already, the read simply joins it.
 
-    One statement sees one snapshot anyway. On SQLite the "begin" event emits no BEGIN for it; on a server
-    database the connection runs in autocommit (SQLAlchemy's per-connection isolation level, reset when the
-    connection goes back to the pool). In a request the connection goes back when the request ends (the
-    session's teardown); elsewhere (background work, the command line) at once.
+    Outside one, the read takes a connection of Flask-SQLAlchemy's engine from the pool for its statement
+    and gives it back at once: a GET of one row never makes a session, whose making, bookkeeping and
+    closing at the request's end cost more than the statement (docs/performance.md). One statement sees
+    one snapshot anyway. On SQLite the "begin" event emits no BEGIN for it; on a server database the
+    connection runs in autocommit (SQLAlchemy's per-connection isolation level, reset when the connection
+    goes back to the pool).
     """
-    session = db.session()
-    if session.in_transaction():
-        yield session.connection()
+    registry = db.session
+    if registry.registry.has() and registry().in_transaction():
+        yield registry().connection()
         return
-    sqlite = db.engine.dialect.name == "sqlite"
-    yield session.connection(execution_options={ONE_STATEMENT: True} if sqlite else {"isolation_level": "AUTOCOMMIT"})
-    if not has_request_context():
-        session.commit()  # ends nothing on the database; the connection goes back to the pool
+    engine = db.engine
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect().execution_options(**({ONE_STATEMENT: True} if sqlite else {"isolation_level": "AUTOCOMMIT"})) as connection:
+        yield connection
 
 
 @contextmanager

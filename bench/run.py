@@ -459,10 +459,9 @@ def machine():
             f"{wrk_version.split(' [')[0] or 'wrk'}, gunicorn {' '.join([*gunicorn_config(), *GUNICORN_FLAGS])}")
 
 
-# The project's throughput as a share of plain Flask's, Flask doing the floor's work: through public APIs
-# only, with rate limits, logs and metrics on, every statement through SQLAlchemy's engine (for a GET's one
-# statement, that costs about 0.1 ms more than the driver alone: hence 0.55).
-GOALS = {"GET": 0.55, "POST": 0.8}
+# The project's throughput as a share of plain Flask's, Flask doing the floor's work (issue 48's goals): through
+# public APIs only, with rate limits, logs and metrics on, every statement through SQLAlchemy's engine.
+GOALS = {"GET": 0.5, "POST": 0.8}
 # The targets, as the table names them: the bare floor, plain Flask doing its work, the project.
 TARGETS = {"floor": "bare WSGI + sqlite3 + orjson (bench.floor:app)",
            "plain": "plain Flask doing the floor's work (bench.plain:app)",

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from bench.portable import FLASK_WITH_PEAK, export_lines  # noqa: E402
 from bench.run import SKIP_SCALE  # noqa: E402
 from tests.common.seaweed import BUCKET, Seaweed  # noqa: E402
+from tests.common.space import Watcher  # noqa: E402
 
 GOAL = 1.5
 
@@ -49,34 +49,6 @@ def timed(args, env, stdin=None):
     return seconds, int(result.stderr.decode().split()[-1]) / 1024, result.stdout.decode()
 
 
-def folder_bytes(folder):
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                pass  # removed between the listing and the stat
-    return total
-
-
-def watched(folder, run):
-    """run(), and the peak of the bytes in `folder` meanwhile (read every few milliseconds from a thread)."""
-    peak, done = [0], threading.Event()
-
-    def watch():
-        while not done.wait(0.005):
-            peak[0] = max(peak[0], folder_bytes(folder))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        return run(), peak[0]
-    finally:
-        done.set()
-        watcher.join()
-
-
 def main():
     count = int(os.environ.get("BENCH_BACKUPS_N") or (20_000 if SKIP_SCALE else 1_000_000))
     with tempfile.TemporaryDirectory(prefix="bench-backups-") as folder:
@@ -97,8 +69,9 @@ def main():
             size = (folder / "identity.db").stat().st_size
             scratch = folder / "tmp"
             scratch.mkdir()
-            (service, service_rss, name), scratch_peak = watched(
-                scratch, lambda: timed([*flask, "backup"], {**env, "TMPDIR": str(scratch)}))
+            with Watcher(scratch, every=0.005) as watcher:
+                service, service_rss, name = timed([*flask, "backup"], {**env, "TMPDIR": str(scratch)})
+            scratch_peak = watcher.peak
             local, local_rss, _ = timed([*flask, "backup", str(folder / "copy.db")], env)
             upload, upload_rss, _ = timed([sys.executable, "-c", PLAIN_UPLOAD, str(folder / "copy.db"), BUCKET,
                                            "bench/plain.db"], env)

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from identity.storage.database import db
-from tests.common.backups import cli, create_identities, feed_end, take
+from tests.common.backups import backed_up_then_written, cli, feed_end
 from tests.common.seaweed import BUCKET
 
 
@@ -36,18 +36,6 @@ def damage(seaweed, prefix, name, how):
         manifest = json.loads(client.get_object(Bucket=BUCKET, Key=key)["Body"].read())
         manifest.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
         client.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(manifest).encode())
-
-
-def backed_up_then_written(app):
-    """A backup of two identities, then a third written: (backup name, API key, the feed's end with the third)."""
-    with app.app_context():
-        key = create_identities(app, 2)
-    name = take(app)
-    with app.app_context():
-        create_identities(app, 1, key)
-        end = feed_end(app, key)
-        db.engine.dispose()
-    return name, key, end
 
 
 def left_beside(database_url, backend):

@@ -6,7 +6,7 @@ import pytest
 
 from identity.config import settings_from_env
 from identity.storage.database import db
-from tests.common.backups import cli, create_identities, feed_end, take
+from tests.common.backups import backed_up_then_written, cli, create_identities, feed_end, take
 from tests.common.seaweed import BUCKET
 
 KEY = str(pyrage.x25519.Identity.generate())
@@ -40,13 +40,7 @@ def test_the_store_holds_only_age_ciphertext_and_the_right_key_restores(backup_a
 @pytest.mark.parametrize("given", [None, OTHER_KEY], ids=["no key", "wrong key"])
 def test_without_the_right_key_a_restore_says_which_and_changes_nothing(backup_apps, database_url, given):
     app = backup_apps(database_url, IDENTITY_BACKUP_ENCRYPTION_KEY=KEY)
-    with app.app_context():
-        key = create_identities(app, 2)
-    name = take(app)
-    with app.app_context():
-        create_identities(app, 1, key)
-        before = feed_end(app, key)
-        db.engine.dispose()
+    name, key, before = backed_up_then_written(app)
     other = backup_apps(database_url, IDENTITY_BACKUP_ENCRYPTION_KEY=given)
     result = cli(other, "restore", name)
     assert result.exit_code == 1

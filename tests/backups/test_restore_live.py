@@ -9,8 +9,8 @@ import time
 import requests
 
 from tests.common.live import BIN, ROOT, LiveServer, free_port
-from tests.common.receiver import Receiver
-from tests.common.restores import WEBHOOK_ENV, LongPoller, create, entries, let_go, webhook_state
+from tests.common.receiver import WEBHOOK_ENV, Receiver
+from tests.common.restores import LongPoller, create, entries, let_go, webhook_state
 from tests.common.seaweed import BUCKET
 
 

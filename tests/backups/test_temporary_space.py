@@ -5,9 +5,7 @@ from pg_dump) through Zstandard and age into the upload, so the copy is all that
 file they open (or into pg_restore). A thread watches the folders' bytes while a backup of 24 MiB that do not
 compress goes to the store and comes back, encrypted (the case that needs the most)."""
 
-import os
 import tempfile
-import threading
 from pathlib import Path
 
 import pyrage
@@ -16,45 +14,9 @@ from sqlalchemy import text
 
 from identity.storage.database import db
 from tests.common.backups import cli, take
+from tests.common.space import Watcher
 
 KEY = str(pyrage.x25519.Identity.generate())
-
-
-class Watcher:
-    """The peak of the bytes in the files under `folder`, read from a thread every millisecond or so; `extra` is
-    the peak less what was there at the start."""
-
-    def __init__(self, folder):
-        self.folder, self.peak, self.stopping = folder, 0, threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.start = self._total()
-
-    def _total(self):
-        total = 0
-        for root, _, files in os.walk(self.folder):
-            for name in files:
-                try:
-                    total += os.stat(os.path.join(root, name)).st_size
-                except FileNotFoundError:
-                    pass  # removed between the listing and the stat
-        return total
-
-    def _watch(self):
-        while not self.stopping.is_set():
-            self.peak = max(self.peak, self._total())
-            self.stopping.wait(0.001)
-
-    @property
-    def extra(self):
-        return self.peak - self.start
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_):
-        self.stopping.set()
-        self.thread.join()
 
 
 @pytest.fixture

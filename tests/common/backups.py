@@ -3,6 +3,7 @@ the CLI; what /metrics and the console's Status page say of them."""
 
 import uuid
 
+from identity.storage.database import db
 from tests.common.apps import ADMIN_WALLET
 from tests.common.console import Console, sign_in
 
@@ -51,3 +52,15 @@ def take(app):
     result = cli(app, "backup")
     assert result.exit_code == 0, result.output
     return result.stdout.strip().splitlines()[-1]
+
+
+def backed_up_then_written(app):
+    """A backup of two identities, then a third written: (backup name, API key, the feed's end with the third)."""
+    with app.app_context():
+        key = create_identities(app, 2)
+    name = take(app)
+    with app.app_context():
+        create_identities(app, 1, key)
+        end = feed_end(app, key)
+        db.engine.dispose()
+    return name, key, end

@@ -10,6 +10,15 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.common.loopback import Loopback
 
+# A live server's settings for delivering to a receiver on loopback promptly: private addresses allowed, polls
+# and retries short.
+WEBHOOK_ENV = {
+    "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": "1",
+    "IDENTITY_WEBHOOK_POLL_SECONDS": "0.05",
+    "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS": "0.05",
+    "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS": "0.5",
+}
+
 
 class Receiver(Loopback):
     """`answer(delivery_number)` -> (status, headers) for each POST; by default 204.

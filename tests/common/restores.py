@@ -8,13 +8,6 @@ import requests
 
 from identity.storage.database import db
 
-WEBHOOK_ENV = {
-    "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": "1",
-    "IDENTITY_WEBHOOK_POLL_SECONDS": "0.05",
-    "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS": "0.05",
-    "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS": "0.5",
-}
-
 
 def create(server, key, name):
     response = requests.post(f"{server.url}/identity", json={"display_name": name}, headers={"x-api-key": key}, timeout=30)

@@ -20,8 +20,8 @@ import requests
 from tests.common.apps import make_app
 from tests.common.live import BIN, ROOT, LiveServer, flask_cli, free_port
 from tests.common.pasted import DOCS, Shell, blocks, project_folder
-from tests.common.receiver import Receiver
-from tests.common.restores import WEBHOOK_ENV, LongPoller, create, entries, let_go, webhook_state
+from tests.common.receiver import WEBHOOK_ENV, Receiver
+from tests.common.restores import LongPoller, create, entries, let_go, webhook_state
 
 
 def procedure(backend):

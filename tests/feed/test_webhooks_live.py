@@ -13,16 +13,11 @@ import requests
 from sqlalchemy import create_engine, text
 
 from tests.common.live import LiveServer, start_all
+from tests.common.receiver import WEBHOOK_ENV as RECEIVER_ENV
 from tests.common.receiver import Receiver, check_every_entry_in_order
 
-WEBHOOK_ENV = {
-    "IDENTITY_WEBHOOKS_ALLOW_PRIVATE": "1",
-    "IDENTITY_WEBHOOK_POLL_SECONDS": "0.05",
-    "IDENTITY_WEBHOOK_RETRY_MIN_SECONDS": "0.05",
-    "IDENTITY_WEBHOOK_RETRY_MAX_SECONDS": "0.5",
-    # Short, so that a takeover after a kill is quick to test; the default is 15 s.
-    "IDENTITY_WEBHOOK_LEASE_SECONDS": "3",
-}
+# Short, so that a takeover after a kill is quick to test; the default is 15 s.
+WEBHOOK_ENV = {**RECEIVER_ENV, "IDENTITY_WEBHOOK_LEASE_SECONDS": "3"}
 
 
 def register(server, key, url):

@@ -5,17 +5,15 @@ Playwright cannot download its own browser here; it launches the system's. The n
 (a dead proxy), so a page that needed anything from outside would show it.
 """
 
-import fcntl
-import hashlib
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.common.apps import ADMIN_WALLET, USER_WALLET
 from tests.common.live import LiveServer, flask_cli, free_port, prepare_database
+from tests.common.npm import npm_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ROOT / "tests" / "console"  # the console tests' npm packages (axe-core)
@@ -46,19 +44,8 @@ def playwright_or_skip():
 
 
 def axe_source():
-    """axe-core's script, installed by `npm ci` once for as long as package-lock.json is unchanged."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        pytest.skip("node and npm are missing: install Debian's nodejs and npm (.ci/run does)")
-    digest = hashlib.sha256((PACKAGES / "package-lock.json").read_bytes()).hexdigest()
-    stamp = PACKAGES / "node_modules" / ".identity-lock-sha256"
-    with open(PACKAGES / ".npm-ci.lock", "w") as guard:  # one installer at a time under xdist
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text() != digest:
-            installed = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=PACKAGES, capture_output=True,
-                                       text=True, timeout=600)
-            assert installed.returncode == 0, installed.stderr[-3000:]
-            stamp.write_text(digest)
+    """axe-core's script, from the console tests' pinned npm packages."""
+    npm_ci(PACKAGES)
     return (PACKAGES / "node_modules" / "axe-core" / "axe.min.js").read_text()
 
 

@@ -7,36 +7,23 @@ reused while the lock is unchanged. sign.mjs takes a batch of requests per run, 
 starts node once or twice, not once a signature.
 """
 
-import fcntl
-import hashlib
 import json
 import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
 from eth_account import Account
 from eth_utils import keccak
+
+from tests.common.npm import npm_ci
 
 HERE = Path(__file__).resolve().parent
 
 
 def install():
     """Install the pinned packages unless this lock's install is there; skip the test without node and npm."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        pytest.skip("node and npm are missing: install Debian's nodejs and npm (.ci/run does)")
-    digest = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = HERE / "node_modules" / ".identity-lock-sha256"
-    # One installer at a time, should several pytest processes (xdist) get here at once.
-    with open(HERE / ".npm-ci.lock", "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text() != digest:
-            installed = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=HERE, capture_output=True,
-                                       text=True, timeout=600)
-            assert installed.returncode == 0, installed.stderr[-3000:]
-            stamp.write_text(digest)
+    npm_ci(HERE)
 
 
 def ethers(requests):

@@ -33,7 +33,7 @@ def web_context():
     return {
         "via": "console" if request.blueprint == "console" else "api",
         "request_id": getattr(request, "request_id", None),
-        "client_address": budgets.client_address(),
+        "client_address": budgets.client_ip(),
         "user_agent": user_agent(),
         "caller": getattr(request, "caller", None),
     }

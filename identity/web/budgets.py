@@ -304,7 +304,23 @@ def caller_key_id():
 
 
 def client_address():
-    """The address of the client, as the module's docstring says: a budget's name for the routes without a key."""
+    """The address of the client, as the module's docstring says: a budget's name for the routes without a key
+    (an IPv6 client's /64, which one subscriber holds)."""
+    address = _client()
+    if isinstance(address, ipaddress.IPv6Address):
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+def client_ip():
+    """The client's own address, as the audit log keeps it (not the budget's /64)."""
+    return str(_client())
+
+
+def _client():
+    """The peer's address, or the last X-Forwarded-For hop when the peer is a trusted proxy; an IPv4 client of a
+    dual-stack socket (::ffff:a.b.c.d) as IPv4; the peer's text (at most 64 characters) when it is not an IP
+    address (a Unix socket's peer)."""
     peer = request.remote_addr or ""
     forwarded = request.headers.get("X-Forwarded-For")
     if forwarded and _trusted(peer):
@@ -312,12 +328,10 @@ def client_address():
     try:
         address = ipaddress.ip_address(peer)
     except ValueError:
-        return peer[:64]  # not an IP address (a Unix socket's peer): the text, as long as a name may be
-    if address.version == 6:
-        if address.ipv4_mapped is not None:  # ::ffff:a.b.c.d, an IPv4 client of a dual-stack socket
-            return str(address.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
-    return str(address)
+        return peer[:64]
+    if address.version == 6 and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _trusted(peer):

@@ -61,6 +61,17 @@ def test_a_key_sent_as_user_agent_or_request_id_is_not_kept(app, client, admin_k
     assert_no_secret(app, user_key, admin_key)
 
 
+@pytest.mark.parametrize(("peer", "kept"), [
+    ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2:3:4:5:6"),  # the whole address, not the /64 a budget counts by
+    ("::ffff:203.0.113.9", "203.0.113.9"),  # an IPv4 client of a dual-stack socket
+    ("203.0.113.7", "203.0.113.7"),
+])
+def test_an_entry_keeps_the_clients_own_address(app, client, admin_key, peer, kept):
+    answer = client.post("/keys", json={"wallet": OTHER_WALLET}, headers=auth(admin_key), environ_base={"REMOTE_ADDR": peer})
+    assert answer.status_code == 201
+    assert only(app, "key.issue", via="api")["client_address"] == kept
+
+
 def test_a_users_role_changed_by_issuing_it_a_key_is_an_entry_with_the_role_before_and_after(app, client, admin_key,
                                                                                               user_key):
     assert client.post("/keys", json={"wallet": USER_WALLET, "role": "Admin"}, headers=auth(admin_key)).status_code == 201

@@ -42,7 +42,7 @@ def web_context():
 def user_agent():
     """The request's User-Agent, at most MAX_USER_AGENT characters; withheld when it holds an API key (a client
     that sends its key there must not get it kept), as a request id is."""
-    agent = request.user_agent.string
+    agent = request.headers.get("User-Agent")
     if not agent:
         return None
     return WITHHELD if KEY_PREFIX in agent else agent[:MAX_USER_AGENT]

@@ -24,7 +24,7 @@ from decimal import Decimal
 import orjson
 import rfc8785
 from flask import has_app_context
-from sqlalchemy import bindparam, event, insert, select, update
+from sqlalchemy import and_, bindparam, case, event, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -165,11 +165,11 @@ def append(session, entries):
     hints = _hints(session, {entry["actor_key_id"] for entry in entries if entry["actor_key_id"]})
     if seen is not None:
         rows = _chained(entries, hints, *seen)
-        advanced = connection.execute(_ADVANCE, {"seen_seq": seen[0], "seen_hash": seen[1],
-                                                 "new_seq": rows[-1]["seq"], "new_hash": rows[-1]["hash"]}).rowcount
-        if advanced != 1:
-            # Moved by another writer (or gone, made again): read where it is, under its lock.
-            rows = _chained(entries, hints, *_locked_head(session))
+        found = connection.execute(_ADVANCE, {"seen_seq": seen[0], "seen_hash": seen[1], "new_seq": rows[-1]["seq"],
+                                              "new_hash": rows[-1]["hash"]}).first()
+        if found is None or (found.head_seq, found.head_hash) != (rows[-1]["seq"], rows[-1]["hash"]):
+            # Not advanced: locked by the UPDATE as it stands (or gone, made again under the lock).
+            rows = _chained(entries, hints, *(_locked_head(session) if found is None else found))
             connection.execute(_MOVE, {"new_seq": rows[-1]["seq"], "new_hash": rows[-1]["hash"]})
     else:
         rows = _chained(entries, hints, *_locked_head(session))
@@ -194,13 +194,16 @@ def _chained(entries, hints, head_seq, prev_hash):
 
 # The head each database's chain was left at by this process's last append, by engine.
 _heads_seen = weakref.WeakKeyDictionary()
-# One statement that moves the head past the new entries if it is still where this process saw it, and so locks
-# its row; the count of rows it changed says whether it did. A head moved by another writer is left alone (on
-# PostgreSQL, a row another transaction changed is checked again once that one commits, and not locked).
+_AT_SEEN = and_(CHAIN.c.head_seq == bindparam("seen_seq"), CHAIN.c.head_hash == bindparam("seen_hash"))
+# One statement that locks the head row and moves it past the new entries if it is still where this process
+# saw it; RETURNING says which (SQLite 3.35 and later, PostgreSQL). A head that held our last seq and hash
+# already would read as moved too: that takes an entry identical to ours, to the microsecond, appended from
+# the same head by another writer, and our INSERT would then fail on its seq rather than fork the chain.
 _ADVANCE = (
-    update(CHAIN).where(CHAIN.c.id == CHAIN_ID, CHAIN.c.head_seq == bindparam("seen_seq"),
-                        CHAIN.c.head_hash == bindparam("seen_hash"))
-    .values(head_seq=bindparam("new_seq"), head_hash=bindparam("new_hash"))
+    update(CHAIN).where(CHAIN.c.id == CHAIN_ID)
+    .values(head_seq=case((_AT_SEEN, bindparam("new_seq")), else_=CHAIN.c.head_seq),
+            head_hash=case((_AT_SEEN, bindparam("new_hash")), else_=CHAIN.c.head_hash))
+    .returning(CHAIN.c.head_seq, CHAIN.c.head_hash)
 )
 _MOVE = update(CHAIN).where(CHAIN.c.id == CHAIN_ID).values(head_seq=bindparam("new_seq"),
                                                            head_hash=bindparam("new_hash"))

@@ -4,6 +4,10 @@ at 1,000,000 entries against the identities listing at 1,000,000 identities.
 1. The write: PATCH /webhooks/<id> (a new description), in-process through the Flask test client on SQLite,
    BENCH_AUDIT_REPEAT (300) times with its entry and as many without, taking turns; "without" replaces
    identity.core.audit.record by a function that keeps nothing, for the bench alone. Goal: at most 1.1 times.
+   Then the same write served as users serve it: the default server (gunicorn.conf.py) behind deploy/nginx.conf
+   (Debian's nginx, as tests.common.exposure runs it), BENCH_CONNECTIONS (8) clients of wrk, BENCH_ROUNDS (3)
+   rounds of BENCH_SECONDS (5) on each side in turn; "without" serves bench.no_audit:app. The ratio of the
+   median latencies, and of the requests each side answered.
 2. The reads: the first page of GET /audit, a page filtered by action, and a page of a time range, against the
    first page of GET /identities and a creator's page, on one SQLite database holding BENCH_AUDIT_SIZE
    (1,000,000; BENCH_QUICK=1 or BENCH_SKIP_1M=1 make it 10,000) of each. Goal: no slower than the listing.
@@ -12,8 +16,13 @@ The entries are written straight into the table as the append writes them (a cha
 identities as bench/scale.py writes them.
 """
 
+import json
 import os
+import secrets
+import shutil
 import sqlite3
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,8 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.inprocess import app_on, median_ms, migrated_app, timed, user_ids, wallets_with_keys  # noqa: E402
-from bench.run import SKIP_SCALE  # noqa: E402 - BENCH_QUICK=1 or BENCH_SKIP_1M=1
+from bench.run import CONNECTIONS, LOAD_SCRIPT, ROUNDS, SECONDS, SKIP_SCALE, WARMUP, checkpoint  # noqa: E402
 from bench.scale import grow  # noqa: E402
+from bench.tail import DefaultServer  # noqa: E402
+from tests.common.exposure import NGINX, Nginx  # noqa: E402
 
 SIZE = int(os.environ.get("BENCH_AUDIT_SIZE") or (10_000 if SKIP_SCALE else 1_000_000))
 REPEAT = int(os.environ.get("BENCH_AUDIT_REPEAT") or 300)
@@ -56,6 +67,66 @@ def write_with_and_without(app, key):
           "SQLite, in-process")
     print(f"{'without':>10}{'with':>10}{'ratio':>8}  goal <= {WRITE_GOAL}")
     print(f"{without_ms:>10.2f}{with_ms:>10.2f}{ratio:>8.2f}  {'met' if ratio <= WRITE_GOAL else 'MISSED'}", flush=True)
+    return hook
+
+
+def write_on_the_deployment(database, key, hook, folder):
+    """The Admin write with and without its entry, served by the default server behind nginx (see above)."""
+    if NGINX is None:
+        print("\nAudit log, the write on the deployment: not measured, nginx is not installed (apt-get install nginx)",
+              flush=True)
+        return
+    checkpoint(database)
+    copy = Path(folder) / "without.db"
+    shutil.copyfile(database, copy)
+    sides = {"with": DefaultServer("with", "app:app", database, Path(folder)),
+             "without": DefaultServer("without", "bench.no_audit:app", copy, Path(folder))}
+    proxies = {}
+    path = f"/webhooks/{hook}"
+    try:
+        for name, server in sides.items():
+            server.start()
+            proxies[name] = Nginx(server.port)
+            proxies[name].start()
+            requests, _, errors = _patches(proxies[name], key["x-api-key"], path, WARMUP, check=True)
+            if errors or not requests:
+                raise RuntimeError(f"{name}: {errors} of {requests} PATCHes in the warm-up failed or were not 200; "
+                                   f"see {server.log_path}")
+        rounds = {name: [] for name in sides}
+        for number in range(ROUNDS):
+            for name in (("with", "without") if number % 2 == 0 else ("without", "with")):
+                rounds[name].append(_patches(proxies[name], key["x-api-key"], path, SECONDS))
+    finally:
+        for proxy in proxies.values():
+            proxy.stop()
+        for server in sides.values():
+            if server.process is not None:
+                server.stop()
+    p50 = {name: statistics.median(run[1] for run in runs) for name, runs in rounds.items()}
+    rate = {name: sum(run[0] for run in runs) / (SECONDS * ROUNDS) for name, runs in rounds.items()}
+    errors = sum(run[2] for runs in rounds.values() for run in runs)
+    ratio = p50["with"] / p50["without"]
+    print(f"\nAudit log, the same write served as users serve it (gunicorn.conf.py behind deploy/nginx.conf, "
+          f"{CONNECTIONS} clients, {ROUNDS} rounds of {SECONDS} s, SQLite): p50 ms and requests/s")
+    print(f"{'':>10}{'p50 ms':>10}{'req/s':>10}")
+    for name in ("without", "with"):
+        print(f"{name:>10}{p50[name]:>10.2f}{rate[name]:>10.0f}")
+    print(f"{'ratio':>10}{ratio:>10.2f}{rate['without'] / rate['with']:>10.2f}  goal <= {WRITE_GOAL}  "
+          f"{'met' if ratio <= WRITE_GOAL else 'MISSED'}{f'  ({errors} errors)' if errors else ''}", flush=True)
+
+
+def _patches(proxy, key, path, seconds, check=False):
+    """One wrk run of PATCH `path` through `proxy` (an Nginx): (requests, p50 ms, errors)."""
+    command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--timeout", "5s", "--latency", "-s", str(LOAD_SCRIPT),
+               proxy.url, "--", "patch", key, path, str(secrets.randbits(30)), "check" if check else "-", proxy.host]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("BENCH_JSON ")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"wrk failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    figures = json.loads(lines[-1].removeprefix("BENCH_JSON "))
+    errors = sum(figures[name] for name in ("connect", "read", "write", "timeout")) + max(figures["unexpected"],
+                                                                                         figures["status"])
+    return figures["requests"], figures["p50_us"] / 1000, errors
 
 
 def fill_entries(database, count, wallets):
@@ -122,7 +193,8 @@ def main():
         app = migrated_app(database)
         wallets, admin_key = wallets_with_keys(app, 10)
         key = {"x-api-key": admin_key}
-        write_with_and_without(app, key)
+        hook = write_with_and_without(app, key)
+        write_on_the_deployment(database, key, hook, folder)
 
         creator_ids = user_ids(database, wallets)
         clock = time.monotonic()

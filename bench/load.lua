@@ -1,6 +1,7 @@
 -- wrk script of `make bench`: GET of random seeded ids, or POST of unique bodies.
 --   wrk ... -s bench/load.lua URL -- get  API_KEY IDS_FILE SEED [check]
 --   wrk ... -s bench/load.lua URL -- post API_KEY RUN_TAG  SEED [check]
+--   wrk ... -s bench/load.lua URL -- patch API_KEY PATH    SEED [check|-] [HOST]  (a new description each time)
 -- done() prints one JSON line that bench/run.py reads. wrk itself counts every response that is not
 -- 2xx or 3xx; with `check` (the warm-up runs), a response other than 200 (GET) or 201 (POST) also
 -- counts as unexpected. Only then is response() defined: wrk hands every response's headers and
@@ -25,6 +26,10 @@ function init(args)
     for line in io.lines(source) do
       gets[#gets + 1] = wrk.format("GET", "/identity/" .. line, headers)
     end
+  elseif mode == "patch" then
+    expected = 200
+    headers = {["x-api-key"] = args[2], ["Content-Type"] = "application/json", ["Host"] = args[6]}
+    source = source .. "?" .. math.random(1, 1000000000)
   else
     expected = 201
     headers = {["x-api-key"] = args[2], ["Content-Type"] = "application/json"}
@@ -41,6 +46,10 @@ function request()
     return gets[math.random(#gets)]
   end
   counter = counter + 1
+  if mode == "patch" then
+    local path, tag = source:match("^(.*)%?(.*)$")
+    return wrk.format("PATCH", path, headers, '{"description":"bench ' .. tag .. '-' .. counter .. '"}')
+  end
   local n = source .. "-" .. counter
   local body = '{"display_name":"Bench ' .. n .. '","description":"Identity ' .. n
     .. ', made by the benchmark.","image":"https://example.org/avatars/' .. n

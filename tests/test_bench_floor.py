@@ -219,8 +219,12 @@ def status_server(tmp_path):
     from bench.run import HOST
 
     answer = {"status": "200 OK"}
+    seen = []  # (method, path, Host, x-api-key, body) of each request
 
     def app(environ, start_response):
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        seen.append((environ["REQUEST_METHOD"], environ["PATH_INFO"], environ.get("HTTP_HOST"),
+                     environ.get("HTTP_X_API_KEY"), body))
         start_response(answer["status"], [("Content-Length", "2")])
         return [b"{}"]
 
@@ -230,7 +234,7 @@ def status_server(tmp_path):
     ids = tmp_path / "ids.txt"
     ids.write_text("a\nb\n")
     yield SimpleNamespace(url=f"http://{HOST}:{server.server_port}", name="status", log_path=tmp_path / "log",
-                          answer=answer, ids=ids)
+                          answer=answer, ids=ids, seen=seen)
     server.shutdown()
     thread.join()
 
@@ -253,3 +257,23 @@ def test_the_load_checks_every_status_in_the_warm_up_and_counts_only_failures_wh
     server.answer["status"] = "503 Service Unavailable"
     failing = load(server, "get", "key", server.ids, 1, "t")
     assert failing.errors == failing.requests > 0
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (.ci/run installs it)")
+def test_the_patch_load_sends_a_new_description_to_one_path_with_the_proxys_host_and_checks_for_200(status_server):
+    """bench/load.lua's patch mode, which bench/audit.py sends through nginx: nginx answers by the Host header."""
+    import json
+    from types import SimpleNamespace
+
+    from bench.audit import _patches
+
+    proxy = SimpleNamespace(url=status_server.url, host="identity.example.org")
+    requests, _, errors = _patches(proxy, "the-key", "/webhooks/abc", 1, check=True)
+    assert requests > 1 and errors == 0
+    seen = list(status_server.seen)
+    assert {request[:4] for request in seen} == {("PATCH", "/webhooks/abc", "identity.example.org", "the-key")}
+    descriptions = [json.loads(request[4])["description"] for request in seen]
+    assert len(set(descriptions)) == len(descriptions) == len(seen)
+    status_server.answer["status"] = "201 Created"  # a success, but not a PATCH's 200
+    requests, _, errors = _patches(proxy, "the-key", "/webhooks/abc", 1, check=True)
+    assert errors == requests > 0

@@ -71,7 +71,7 @@ lint: install-dev
 # bench/signin.py: BENCH_SIGNINS, BENCH_CREATES. bench/contract_wallets.py: BENCH_CONTRACT_SIGNINS.
 # bench/mirrors.py: BENCH_MIRROR_N.
 # bench/backups.py: BENCH_BACKUPS_N.
-# bench/audit.py: BENCH_AUDIT_SIZE, BENCH_AUDIT_REPEAT.
+# bench/audit.py: BENCH_AUDIT_SIZE, BENCH_AUDIT_REPEAT (and BENCH_CONNECTIONS, BENCH_ROUNDS, BENCH_SECONDS for the write behind nginx).
 bench: install-dev
 	@command -v wrk >/dev/null 2>&1 || { echo "wrk is missing: install it with apt-get install wrk" >&2; exit 1; }
 	$(BIN)/python bench/run.py

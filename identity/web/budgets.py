@@ -307,9 +307,8 @@ def client_address():
     """The address of the client, as the module's docstring says: a budget's name for the routes without a key
     (an IPv6 client's /64, which one subscriber holds)."""
     address = _client()
-    if isinstance(address, ipaddress.IPv6Address):
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
-    return str(address)
+    is_v6 = isinstance(address, ipaddress.IPv6Address)
+    return str(ipaddress.ip_network(f"{address}/64", strict=False) if is_v6 else address)
 
 
 def client_ip():

@@ -11,17 +11,15 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.common.apps import make_app
-from tests.common.live import BIN, ROOT, LiveServer, flask_cli, free_port
+from tests.common.live import BIN, ROOT, LiveServer, flask_cli
 from tests.common.pasted import DOCS, Shell, blocks, project_folder
-from tests.common.receiver import WEBHOOK_ENV, Receiver
-from tests.common.restores import LongPoller, create, entries, let_go, webhook_state
+from tests.common.restores import assert_no_seq_names_two_entries, create, entries, let_go, restore_under_clients
 
 
 def procedure(backend):
@@ -38,67 +36,13 @@ def shell(database_url, tmp_path):
         yield shell
 
 
-
-
-
-
-
-
-
-
-
-
 def test_a_restore_after_later_writes_never_gives_one_seq_to_two_entries(app, database_url, admin_key, shell, backend):
     """3 identities, a backup, 3 more, a restore, one more: the last one's entry is numbered above the 6th, so
     the poller that waited at the 6th gets it, and the webhook delivers it under a webhook-id never used."""
     backup, restore = procedure(backend)
-    server = LiveServer(database_url, workers=1, env=WEBHOOK_ENV, port=free_port())
-    with Receiver() as receiver:
-        server.start()
-        try:
-            webhook = requests.post(f"{server.url}/webhooks", json={"url": receiver.url},
-                                    headers={"x-api-key": admin_key}, timeout=30).json()
-            receiver.secret = webhook["secret"]
-            kept = [create(server, admin_key, f"In the backup {n}") for n in range(3)]
-            backup_end = entries(server, admin_key)[-1]["seq"]
-            # The webhook's position is in the backup: delivered up to its end.
-            assert receiver.wait_for(lambda r: webhook_state(server, admin_key, webhook["id"])["position"] == backup_end)
-            shell.run(backup, "docs/backup.md's backup")
-            lost = [create(server, admin_key, f"After the backup {n}") for n in range(3)]
-            end = entries(server, admin_key)[-1]["seq"]
-            assert receiver.wait_for(lambda r: end in r.delivered())
-            poller = LongPoller(server, admin_key, end)
-            poller.start()
-            time.sleep(0.5)  # waiting on an empty page at the feed's end
-        finally:
-            server.stop()
-        assert poller.answer is None
-        let_go(app)
-        shell.run(restore, "docs/backup.md's restore")
-        server.start()
-        try:
-            later = create(server, admin_key, "After the restore")
-            poller.join(60)
-            feed = entries(server, admin_key)
-            receiver.wait_for(lambda r: feed[-1]["seq"] in r.delivered(), timeout=30)
-            missing = [requests.get(f"{server.url}/identity/{identity_id}", headers={"x-api-key": admin_key},
-                                    timeout=30).status_code for identity_id in lost]
-        finally:
-            server.stop()
-
-    # The feed: the backup's entries, then the new one numbered above every number issued before.
-    assert [entry["identity_id"] for entry in feed] == [*kept, later]
-    assert feed[-1]["seq"] == end + 1
-    assert missing == [404, 404, 404]
-    # The long poll that waited at the old end across the restore got the new entry, not a page of nothing.
-    assert poller.answer is not None and poller.answer.status_code == 200, poller.answer and poller.answer.text
-    assert [entry["identity_id"] for entry in poller.answer.json()["data"]] == [later]
-    # The receiver never got two entries under one webhook-id.
-    by_id = {}
-    for delivery in receiver.deliveries:
-        assert delivery["verified"]
-        assert by_id.setdefault(delivery["id"], delivery["entry"]) == delivery["entry"], delivery["id"]
-    assert by_id[f"{webhook['id']}_{end + 1}"]["identity_id"] == later
+    seen = restore_under_clients(app, database_url, admin_key, lambda: shell.run(backup, "docs/backup.md's backup"),
+                                 lambda: shell.run(restore, "docs/backup.md's restore"))
+    assert_no_seq_names_two_entries(seen)
 
 
 @pytest.mark.sqlite_only

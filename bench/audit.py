@@ -16,13 +16,9 @@ The entries are written straight into the table as the append writes them (a cha
 identities as bench/scale.py writes them.
 """
 
-import json
 import os
-import secrets
 import shutil
 import sqlite3
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.inprocess import app_on, median_ms, migrated_app, timed, user_ids, wallets_with_keys  # noqa: E402
-from bench.run import CONNECTIONS, LOAD_SCRIPT, ROUNDS, SECONDS, SKIP_SCALE, WARMUP, checkpoint  # noqa: E402
+from bench.run import CONNECTIONS, ROUNDS, SECONDS, SKIP_SCALE, WARMUP, checkpoint, combined, wrk  # noqa: E402
 from bench.scale import grow  # noqa: E402
 from bench.tail import DefaultServer  # noqa: E402
 from tests.common.exposure import NGINX, Nginx  # noqa: E402
@@ -88,10 +84,10 @@ def write_on_the_deployment(database, key, hook, folder):
             server.start()
             proxies[name] = Nginx(server.port)
             proxies[name].start()
-            requests, _, errors = _patches(proxies[name], key["x-api-key"], path, WARMUP, check=True)
-            if errors or not requests:
-                raise RuntimeError(f"{name}: {errors} of {requests} PATCHes in the warm-up failed or were not 200; "
-                                   f"see {server.log_path}")
+            warm_up = _patches(proxies[name], key["x-api-key"], path, WARMUP, check=True)
+            if warm_up.errors or not warm_up.requests:
+                raise RuntimeError(f"{name}: {warm_up.errors} of {warm_up.requests} PATCHes in the warm-up failed or "
+                                   f"were not 200; see {server.log_path}")
         rounds = {name: [] for name in sides}
         for number in range(ROUNDS):
             for name in (("with", "without") if number % 2 == 0 else ("without", "with")):
@@ -102,9 +98,10 @@ def write_on_the_deployment(database, key, hook, folder):
         for server in sides.values():
             if server.process is not None:
                 server.stop()
-    p50 = {name: statistics.median(run[1] for run in runs) for name, runs in rounds.items()}
-    rate = {name: sum(run[0] for run in runs) / (SECONDS * ROUNDS) for name, runs in rounds.items()}
-    errors = sum(run[2] for runs in rounds.values() for run in runs)
+    totals = {name: combined(runs) for name, runs in rounds.items()}  # rates over all rounds, medians of p50
+    p50 = {name: total.p50_ms for name, total in totals.items()}
+    rate = {name: total.rate for name, total in totals.items()}
+    errors = sum(total.errors for total in totals.values())
     ratio = p50["with"] / p50["without"]
     print(f"\nAudit log, the same write served as users serve it (gunicorn.conf.py behind deploy/nginx.conf, "
           f"{CONNECTIONS} clients, {ROUNDS} rounds of {SECONDS} s, SQLite): p50 ms and requests/s")
@@ -116,17 +113,8 @@ def write_on_the_deployment(database, key, hook, folder):
 
 
 def _patches(proxy, key, path, seconds, check=False):
-    """One wrk run of PATCH `path` through `proxy` (an Nginx): (requests, p50 ms, errors)."""
-    command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--timeout", "5s", "--latency", "-s", str(LOAD_SCRIPT),
-               proxy.url, "--", "patch", key, path, str(secrets.randbits(30)), "check" if check else "-", proxy.host]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("BENCH_JSON ")]
-    if result.returncode != 0 or not lines:
-        raise RuntimeError(f"wrk failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    figures = json.loads(lines[-1].removeprefix("BENCH_JSON "))
-    errors = sum(figures[name] for name in ("connect", "read", "write", "timeout")) + max(figures["unexpected"],
-                                                                                         figures["status"])
-    return figures["requests"], figures["p50_us"] / 1000, errors
+    """One wrk run of PATCH `path` through `proxy` (an Nginx), named by the Host it serves."""
+    return wrk(proxy, "patch", key, path, seconds, check, host=proxy.host)
 
 
 def fill_entries(database, count, wallets):

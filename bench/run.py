@@ -373,13 +373,14 @@ def usage_now(pids):
                  machine[4] / CLOCK_TICKS)
 
 
-def wrk(server, operation, key, source, seconds, check=False):
-    """One bounded wrk run of `operation` ("get" or "post") against `server`; with `check`, every
-    response's status is checked, not only told 2xx/3xx from the others (see bench/load.lua)."""
+def wrk(server, operation, key, source, seconds, check=False, host=None):
+    """One bounded wrk run of `operation` ("get", "post" or "patch") against `server`; with `check`, every
+    response's status is checked, not only told 2xx/3xx from the others (see bench/load.lua); `host`, the Host
+    header the requests name (a proxy's server_name)."""
     assert server.url.startswith(f"http://{HOST}:")
     command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--timeout", "5s", "--latency",
                "-s", str(LOAD_SCRIPT), server.url, "--", operation, key, str(source), str(secrets.randbits(30)),
-               *(["check"] if check else [])]
+               "check" if check else "-", *([host] if host else [])]
     result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
     lines = [line for line in result.stdout.splitlines() if line.startswith("BENCH_JSON ")]
     if result.returncode != 0 or not lines:

@@ -268,12 +268,12 @@ def test_the_patch_load_sends_a_new_description_to_one_path_with_the_proxys_host
     from bench.audit import _patches
 
     proxy = SimpleNamespace(url=status_server.url, host="identity.example.org")
-    requests, _, errors = _patches(proxy, "the-key", "/webhooks/abc", 1, check=True)
-    assert requests > 1 and errors == 0
+    run = _patches(proxy, "the-key", "/webhooks/abc", 1, check=True)
+    assert run.requests > 1 and run.errors == 0
     seen = list(status_server.seen)
     assert {request[:4] for request in seen} == {("PATCH", "/webhooks/abc", "identity.example.org", "the-key")}
     descriptions = [json.loads(request[4])["description"] for request in seen]
     assert len(set(descriptions)) == len(descriptions) == len(seen)
     status_server.answer["status"] = "201 Created"  # a success, but not a PATCH's 200
-    requests, _, errors = _patches(proxy, "the-key", "/webhooks/abc", 1, check=True)
-    assert errors == requests > 0
+    run = _patches(proxy, "the-key", "/webhooks/abc", 1, check=True)
+    assert run.errors == run.requests > 0

@@ -29,7 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ..storage.audit import AuditChain, AuditEntry
-from ..storage.database import db, write_transaction
+from ..storage.database import db, one_statement, write_transaction
 from ..storage.models import ApiKey, utcnow
 
 ENTRIES = AuditEntry.__table__
@@ -324,8 +324,8 @@ def head():
     /metrics and a backup's manifest, so that a copy kept elsewhere can later show an edit."""
     if not has_app_context():
         raise RuntimeError("audit.head() needs an app context")
-    row = db.session.execute(_HEAD).first()
-    db.session.commit()
+    with one_statement() as connection:
+        row = connection.execute(_HEAD).first()
     if row is None:
         return {"seq": 0, "hash": GENESIS}
     return {"seq": row.head_seq, "hash": row.head_hash}

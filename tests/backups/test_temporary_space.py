@@ -39,42 +39,45 @@ def database_bytes(app, database_url, backend):
         return db.session.execute(text("SELECT pg_database_size(current_database())")).scalar()
 
 
-@pytest.mark.parametrize("where", ["s3", "folder"])
-def test_a_backup_uses_at_most_one_copy_of_the_database_in_temporary_space(backup_apps, database_url, junk,  # noqa: F811
-                                                                          temporary, tmp_path, backend, where):
+@pytest.fixture(params=["s3", "folder"])
+def big(request, backup_apps, database_url, junk, tmp_path, backend):
+    """The app, backing up with a key to the S3 store or to a folder, and the size of its database of 24 MiB and
+    more (junk's)."""
     config = {"IDENTITY_BACKUP_ENCRYPTION_KEY": KEY, "IDENTITY_BACKUP_PART_MB": 5}
-    if where == "folder":
+    if request.param == "folder":
         (tmp_path / "offsite").mkdir()
         config["IDENTITY_BACKUP_URL"] = str(tmp_path / "offsite")
     app = backup_apps(database_url, **config)
     size = database_bytes(app, database_url, backend)
     assert size > 24 * 1024 * 1024
+    return app, size
+
+
+def assert_one_copy_at_most(step, used, size, backend):
+    """`used` bytes of temporary space for `step` on a database of `size`: on SQLite the one file written (the
+    watcher sees it) and nothing beside it; on PostgreSQL the stream's messages alone."""
+    if backend == "sqlite":
+        assert used > size // 2, f"{step}: the watcher saw {used} bytes: not the right folder"
+        assert used <= 1.1 * size, f"{step}: {used:,} bytes of temporary space for a database of {size:,} bytes"
+    else:
+        assert used < 1024 * 1024, f"{step}: {used:,} bytes of temporary space"
+
+
+def test_a_backup_uses_at_most_one_copy_of_the_database_in_temporary_space(big, temporary, backend):
+    app, size = big
     with Watcher(temporary) as watcher:
         name = take(app)
     assert cli(app, "backups", "verify", name).exit_code == 0
     stored = int(next(line for line in cli(app, "backups", "list").stdout.splitlines()
                       if line.startswith(name)).split("\t")[2])
     assert stored > 24 * 1024 * 1024  # the backup holds the 24 MiB, encrypted
-    if backend == "sqlite":
-        # The online-backup copy is there (the watcher sees the folder), and nothing beside it.
-        assert watcher.peak > size // 2, f"the watcher saw {watcher.peak} bytes: not the backup's folder"
-        assert watcher.peak <= 1.1 * size, (f"{watcher.peak:,} bytes of temporary space for a database of "
-                                            f"{size:,} bytes")
-    else:
-        # pg_dump's archive streams into the upload: only its messages are written here.
-        assert watcher.peak < 1024 * 1024, f"{watcher.peak:,} bytes of temporary space for a {stored:,}-byte dump"
+    # SQLite: the online-backup copy. PostgreSQL: pg_dump's archive streams into the upload.
+    assert_one_copy_at_most("backup", watcher.peak, size, backend)
 
 
-@pytest.mark.parametrize("where", ["s3", "folder"])
-def test_verify_and_restore_use_at_most_one_copy_of_the_database_in_temporary_space(  # noqa: F811
-        backup_apps, database_url, junk, temporary, tmp_path, backend, where):
-    config = {"IDENTITY_BACKUP_ENCRYPTION_KEY": KEY, "IDENTITY_BACKUP_PART_MB": 5}
-    if where == "folder":
-        (tmp_path / "offsite").mkdir()
-        config["IDENTITY_BACKUP_URL"] = str(tmp_path / "offsite")
-    app = backup_apps(database_url, **config)
-    size = database_bytes(app, database_url, backend)
-    assert size > 24 * 1024 * 1024
+def test_verify_and_restore_use_at_most_one_copy_of_the_database_in_temporary_space(big, temporary, tmp_path,
+                                                                                    backend):
+    app, size = big
     name = take(app)
 
     with Watcher(temporary) as verifying:
@@ -88,12 +91,6 @@ def test_verify_and_restore_use_at_most_one_copy_of_the_database_in_temporary_sp
         restored = cli(app, "restore", name)
     assert restored.exit_code == 0, restored.output
     print(f"database {size:,} bytes; temporary space: verify {verifying.extra:,}, restore {restoring.extra:,}")
+    # SQLite: the decompressed database. PostgreSQL: the download streams into pg_restore.
     for step, watcher in (("backups verify", verifying), ("restore NAME", restoring)):
-        if backend == "sqlite":
-            # The decompressed database is written (the watcher sees it), and nothing beside it.
-            assert watcher.extra > size // 2, f"{step}: the watcher saw {watcher.extra} bytes: not the right folder"
-            assert watcher.extra <= 1.1 * size, (f"{step}: {watcher.extra:,} bytes of temporary space for a database "
-                                                 f"of {size:,} bytes")
-        else:
-            # The download streams into pg_restore: nothing but its messages is written.
-            assert watcher.extra < 1024 * 1024, f"{step}: {watcher.extra:,} bytes of temporary space"
+        assert_one_copy_at_most(step, watcher.extra, size, backend)
